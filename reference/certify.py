@@ -1,0 +1,183 @@
+"""Losslessness of a cycle law (SPEC section 5, Theorem 1).
+
+The cycle output O is continued by exact target sampling to length L = D + 1; the result
+must equal p_T on every sequence of V^L. ``continued_sequence_law`` lists that law for
+every sequence (the simple reading, for small cases and tests); ``max_deviation`` finds the
+largest |continued - p_T| without visiting subtrees that cannot hold a larger one (same
+answer, checked against the simple one in the tests).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from .cycle import CycleLaw, Deadline
+from .enumerate_classes import class_cycle_law
+from .enumerate_naive import naive_cycle_law
+from .instance import Instance
+from .numbers import fmt_number
+
+FLOAT_TOLERANCE = 1e-12
+
+
+def target_sequence_probability(inst: Instance, seq: tuple):
+    """p_T(Seq) = prod_i p_T(Seq_i | Seq_<i)."""
+    pr = inst.target_law(())[0] * 0 + 1
+    for i, x in enumerate(seq):
+        pr = pr * inst.target_law(seq[:i])[x]
+    return pr
+
+
+def continued_sequence_law(inst: Instance, law: dict) -> dict:
+    """Pr(O (+) continuation = Seq) for every Seq in V^L, by direct summation."""
+    L = inst.seq_len
+    out = {}
+    for seq in itertools.product(range(inst.n), repeat=L):
+        total = 0
+        for k in range(1, L + 1):
+            o = seq[:k]
+            pr = law.get(o)
+            if pr:
+                for i in range(k, L):
+                    pr = pr * inst.target_law(seq[:i])[seq[i]]
+                total = total + pr
+        out[seq] = total
+    return out
+
+
+@dataclass
+class Deviation:
+    value: object  # max |continued - p_T| over V^L
+    sequence: tuple  # the first sequence (lexicographic) attaining it
+    continued: object
+    target: object
+
+
+def max_deviation(inst: Instance, law: dict) -> Deviation:
+    """max over Seq in V^L of |continued(Seq) - p_T(Seq)|, first maximizer in lex order.
+
+    A(s) = Pr(first |s| tokens = s and |O| <= |s|) obeys A(s.x) = A(s) p_T(x|s) + Pr(O = s.x).
+    Below a prefix s that no output extends, the deviation is (A(s) - p_T(s)) * p_T(rest|s),
+    so that subtree is settled by its best continuation, and skipped when |A(s) - p_T(s)|
+    cannot beat the best so far.
+    """
+    L, n = inst.seq_len, inst.n
+    zero = inst.target_law(())[0] * 0
+    one = zero + 1
+    extended = set()
+    for o in law:
+        for k in range(len(o)):
+            extended.add(o[:k])
+    best = [zero, None, zero, zero]
+    max_path_memo: dict = {}
+
+    def max_path(s: tuple, k: int):
+        """max over continuations of length k of p_T(rest | s), with the lex-first argmax."""
+        if k == 0:
+            return one, ()
+        key = s
+        hit = max_path_memo.get(key)
+        if hit is not None:
+            return hit
+        p = inst.target_law(s)
+        top, arg = None, None
+        for x in range(n):
+            if p[x] > 0 and (top is None or p[x] >= top):  # a bound: only then can x win
+                sub, rest = max_path(s + (x,), k - 1)
+                val = p[x] * sub
+                if top is None or val > top:
+                    top, arg = val, (x,) + rest
+        if top is None:  # cannot happen: p is a law
+            top, arg = zero, (0,) * k
+        max_path_memo[key] = (top, arg)
+        return top, arg
+
+    def rec(s: tuple, a, pt):
+        if len(s) == L:
+            dev = abs(a - pt)
+            if dev > best[0]:
+                best[:] = [dev, s, a, pt]
+            return
+        if s not in extended:
+            diff = abs(a - pt)
+            if not diff > best[0]:
+                return
+            mp, rest = max_path(s, L - len(s))
+            if diff * mp > best[0]:
+                best[:] = [diff * mp, s + rest, a * mp, pt * mp]
+            return
+        p = inst.target_law(s)
+        for x in range(n):
+            t = s + (x,)
+            rec(t, a * p[x] + law.get(t, zero), pt * p[x])
+
+    rec((), zero, one)
+    if best[1] is None:
+        seq = (0,) * L
+        pt = target_sequence_probability(inst, seq)
+        return Deviation(zero, seq, pt, pt)
+    return Deviation(best[0], best[1], best[2], best[3])
+
+
+@dataclass
+class Report:
+    """What ``rheo exact`` prints: the certificate for one instance."""
+
+    inst: Instance
+    cycle: CycleLaw
+    deviation: Deviation
+    seconds: float
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def lossless(self) -> bool:
+        if self.inst.exact:
+            return self.deviation.value == 0
+        return float(self.deviation.value) <= FLOAT_TOLERANCE
+
+    @property
+    def tau(self):
+        return self.cycle.tau()
+
+    def to_json(self) -> dict:
+        ex = self.inst.exact
+        f = lambda x: fmt_number(x, ex)  # noqa: E731
+        law = {" ".join(map(str, o)): f(pr) for o, pr in sorted(self.cycle.law.items()) if pr != 0}
+        out = {
+            "lossless": self.lossless,
+            "max_abs_deviation": f(self.deviation.value),
+            "worst_sequence": list(self.deviation.sequence),
+            "worst_continued": f(self.deviation.continued),
+            "worst_target": f(self.deviation.target),
+            "tau": f(self.cycle.tau()),
+            "root_acceptance": f(self.cycle.root_acceptance()),
+            "joint_draws": self.cycle.joint_draws,
+            "classes": self.cycle.classes,
+            "enumerator": self.cycle.enumerator,
+            "arithmetic": self.inst.config.arithmetic,
+            "first_token_law": [f(x) for x in self.cycle.first_token_law(self.inst.n)],
+            "cycle_law": law,
+            "seconds": round(self.seconds, 4),
+        }
+        out.update(self.extras)
+        return out
+
+
+def cycle_law(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
+              count_draws: bool = True) -> CycleLaw:
+    """Pr(O = o) for every output o, by the class enumerator (default) or the naive one."""
+    if enumerator == "naive":
+        return naive_cycle_law(inst, deadline)
+    if enumerator == "classes":
+        return class_cycle_law(inst, count_draws=count_draws, deadline=deadline)
+    raise ValueError(f"enumerator must be \"classes\" or \"naive\", got {enumerator!r}")
+
+
+def certify(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
+            count_draws: bool = True) -> Report:
+    """Cycle law, deviation from p_T over V^(D+1), tau: everything SPEC 5 certifies."""
+    t0 = time.perf_counter()
+    law = cycle_law(inst, enumerator, deadline, count_draws)
+    dev = max_deviation(inst, law.law)
+    return Report(inst, law, dev, time.perf_counter() - t0)

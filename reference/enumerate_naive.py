@@ -1,0 +1,28 @@
+"""The naive enumerator: every joint draw of the Y's, one tree and one verification each.
+
+This is the specification in code; ``enumerate_classes`` must agree with it exactly.
+"""
+from __future__ import annotations
+
+from .choices import enumerate_choices
+from .instance import Instance
+from .tree import build_tree
+from .verify import verification_law
+from .cycle import CycleLaw
+
+
+def naive_cycle_law(inst: Instance, deadline=None) -> CycleLaw:
+    """E over every joint draw (r(Y) > 0) of Pr(O = o | tree), summed draw by draw."""
+    one = inst.node_laws(()).q[0] * 0 + 1
+    law: dict = {}
+    trees = set()
+    draws = 0
+    for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), one):
+        draws += 1
+        if deadline is not None:
+            deadline.check(draws)
+        labelled = tree.labelled
+        trees.add(labelled)
+        for seq, pr in verification_law(inst, labelled).items():
+            law[seq] = law.get(seq, 0) + prob * pr
+    return CycleLaw(law, joint_draws=draws, classes=len(trees), enumerator="naive")

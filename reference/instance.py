@@ -1,0 +1,390 @@
+"""An instance: target and draft tables plus the configuration (SPEC sections 0-3, 8).
+
+``Instance.node_laws(prefix)`` holds everything the draft side computes at one node
+(SPEC sections 1-2): the truncated draft law, its ranking, the leads, the residual support
+and law, the proxy and the fills; ``Instance.target_law(prefix)`` is p_T with the target
+filters. Both are cached per prefix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Callable, Mapping, Sequence
+
+from .numbers import (
+    CaseError,
+    Law,
+    TargetFilters,
+    Temperature,
+    keep_top_k,
+    normalize,
+    parse_exact,
+    rank_order,
+    temper,
+)
+
+Prefix = tuple  # token ids relative to the cycle root; () is the root
+
+POLICIES = ("rheo", "topk")
+VERIFIERS = ("rheo", "sample_last", "class_law")
+DRAFT_LAWS = ("sampled", "dense", "untempered")
+TIE_BREAKS = ("slot", "token")
+
+
+def prefix_key(prefix: Prefix) -> str:
+    """The case-file key of a prefix: ids joined by ",", "" for the root."""
+    return ",".join(str(t) for t in prefix)
+
+
+class Table:
+    """Prefix -> law, with an optional default for unlisted prefixes ("*" in case files)."""
+
+    def __init__(self, name: str, laws: Mapping[Prefix, Law], default: Law | None = None,
+                 fn: Callable[[Prefix], Law] | None = None):
+        self.name = name
+        self.laws = dict(laws)
+        self.default = default
+        self.fn = fn
+
+    def __call__(self, prefix: Prefix) -> Law:
+        law = self.laws.get(prefix)
+        if law is not None:
+            return law
+        if self.fn is not None:
+            return self.fn(prefix)
+        if self.default is not None:
+            return self.default
+        raise CaseError(f"{self.name}[\"{prefix_key(prefix)}\"]",
+                        f"the computation needs the law at prefix \"{prefix_key(prefix)}\"; "
+                        "give it, or give a \"*\" default")
+
+    @staticmethod
+    def constant(name: str, law: Law) -> "Table":
+        return Table(name, {}, default=tuple(law))
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """The sample's construction factor (SPEC section 2).
+
+    kind: "rheo" (the paper's proxy), "self" (q(Y), wrong on purpose),
+    "constant" (value c, wrong below the rank bound), "per_prefix" (a table of values,
+    identity-independent; Lemma 1 says >= q(x_{m+1}) keeps it lossless) or "callable"
+    (``fn(prefix, node_laws) -> value``, identity-independent, Python API only).
+    """
+
+    kind: str = "rheo"
+    value: object = None
+    table: Mapping[Prefix, object] | None = None
+    fn: Callable | None = None
+
+    @property
+    def identity_independent(self) -> bool:
+        return self.kind != "self"
+
+    def describe(self):
+        if self.kind == "constant":
+            return {"constant": str(self.value)}
+        if self.kind == "per_prefix":
+            return {"per_prefix": {("*" if k is None else prefix_key(k)): str(v) for k, v in self.table.items()}}
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every parameter of SPEC sections 1-4 (case-file names)."""
+
+    policy: str
+    K: int
+    depth: int
+    budget: int
+    m: int | None = None
+    beam: int | None = None
+    proxy: Proxy = Proxy()
+    epsilon: object = Fraction(0)
+    tie_break: str = "slot"
+    temperature: Temperature = Temperature("1", False, 1, 1.0)
+    draft_top_k: int | None = None
+    verify: str = "rheo"
+    draft_law: str = "sampled"
+    target_filters: TargetFilters = TargetFilters()
+    arithmetic: str = "exact"
+
+    @property
+    def B(self) -> int:
+        return self.K if self.beam is None else self.beam
+
+    @property
+    def exact(self) -> bool:
+        return self.arithmetic == "exact"
+
+    def with_(self, **changes) -> "Config":
+        return replace(self, **changes)
+
+    def validate(self) -> None:
+        def need_int(name, value, lo):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise CaseError(name, f"must be an integer >= {lo}, got {value!r}")
+
+        if self.policy not in POLICIES:
+            raise CaseError("policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        need_int("K", self.K, 1)
+        need_int("depth", self.depth, 1)
+        need_int("budget", self.budget, 1)
+        if self.policy == "rheo":
+            if self.m is None:
+                raise CaseError("m", "is required when policy is \"rheo\" (an integer 0 <= m <= K-1)")
+            need_int("m", self.m, 0)
+            if self.m >= self.K:
+                raise CaseError("m", f"must be <= K-1 = {self.K - 1}, got {self.m}")
+        if self.beam is not None:
+            need_int("beam", self.beam, 1)
+        if self.draft_top_k is not None:
+            need_int("draft_top_k", self.draft_top_k, 1)
+        if self.tie_break not in TIE_BREAKS:
+            raise CaseError("tie_break", f"must be \"slot\" or \"token\", got {self.tie_break!r}")
+        if self.verify not in VERIFIERS:
+            raise CaseError("verify", f"must be one of {', '.join(VERIFIERS)}, got {self.verify!r}")
+        if self.draft_law not in DRAFT_LAWS:
+            raise CaseError("draft_law", f"must be one of {', '.join(DRAFT_LAWS)}, got {self.draft_law!r}")
+        if self.arithmetic not in ("exact", "float64"):
+            raise CaseError("arithmetic", f"must be \"exact\" or \"float64\", got {self.arithmetic!r}")
+        if self.epsilon < 0:
+            raise CaseError("epsilon", f"must be >= 0, got {self.epsilon}")
+        if self.proxy.kind == "constant" and not (0 < self.proxy.value <= 1):
+            raise CaseError("proxy.constant", f"must lie in (0, 1], got {self.proxy.value}")
+        if self.proxy.kind == "per_prefix":
+            for k, v in self.proxy.table.items():
+                if not (0 < v <= 1):
+                    key = "*" if k is None else prefix_key(k)
+                    raise CaseError(f"proxy.per_prefix[\"{key}\"]", f"must lie in (0, 1], got {v}")
+        f = self.target_filters
+        if f.top_k is not None:
+            need_int("target_top_k", f.top_k, 1)
+        if f.top_p is not None and not (0 < f.top_p <= 1):
+            raise CaseError("target_top_p", f"must lie in (0, 1], got {f.top_p}")
+        if f.min_p is not None and not (0 <= f.min_p <= 1):
+            raise CaseError("target_min_p", f"must lie in [0, 1], got {f.min_p}")
+
+
+@dataclass
+class NodeLaws:
+    """The draft side at one node (SPEC sections 1-2), computed once per prefix.
+
+    ``q`` is the truncated untempered draft law (construction), ``ranked`` its ranking
+    (q desc, id asc), ``leads`` x_1..x_m, ``residual_support`` U in rank order,
+    ``residual`` r = (q restricted to U)^(1/T) normalized (verification and the draw),
+    ``draws`` the (token, r(token)) pairs with r > 0 in rank order, ``proxy`` the sample's
+    factor when it does not depend on the draw.
+    """
+
+    prefix: Prefix
+    q: Law
+    ranked: list
+    leads: list
+    residual_support: list
+    residual: Law | None
+    draws: list
+    proxy: object
+    fill_count: int
+    dense_residual: Law | None = None
+    untempered_residual: Law | None = None
+    kinds: str = "rheo"
+
+    def pool(self, y=None) -> list[tuple[int, int, str, object]]:
+        """The children (slot, token, kind, factor) of this node for draw Y = y (SPEC 2)."""
+        if self.kinds == "topk":
+            return [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
+        out = [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
+        if y is None:
+            return out
+        m = len(self.leads)
+        out.append((m, y, "sample", self.sample_factor(y)))
+        for j, x in enumerate(self.fills(y)):
+            out.append((m + 1 + j, x, "fill", self.q[x]))
+        return out
+
+    def fills(self, y) -> list:
+        """F(Y): the first K-m-1 tokens of U without Y."""
+        return [u for u in self.residual_support if u != y][: self.fill_count]
+
+    def sample_factor(self, y):
+        return self.q[y] if self.proxy is None else self.proxy
+
+
+class Instance:
+    """Target table, draft table and configuration; the laws the algorithm reads."""
+
+    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Config):
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+            raise CaseError("vocab_size", f"must be an integer >= 1, got {vocab_size!r}")
+        config.validate()
+        self.n = vocab_size
+        self.target = target
+        self.draft = draft
+        self.config = config
+        self._target_cache: dict = {}
+        self._node_cache: dict = {}
+        self._checked: set = set()
+
+    @property
+    def exact(self) -> bool:
+        return self.config.exact
+
+    @property
+    def seq_len(self) -> int:
+        """L = D + 1: the length the cycle output is continued to (SPEC 5)."""
+        return self.config.depth + 1
+
+    def _checked_law(self, table: Table, prefix: Prefix) -> Law:
+        law = table(prefix)
+        key = (table.name, prefix)
+        if key not in self._checked:
+            where = f"{table.name}[\"{prefix_key(prefix)}\"]"
+            if len(law) != self.n:
+                raise CaseError(where, f"must have vocab_size = {self.n} entries, got {len(law)}")
+            if any(x < 0 for x in law):
+                raise CaseError(where, "has a negative probability; every entry must be >= 0")
+            total = sum(law)
+            if self.exact:
+                if total != 1:
+                    raise CaseError(where, f"must sum to exactly 1 in exact mode, sums to {total}")
+            elif abs(float(total) - 1.0) > 1e-9:
+                raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
+            self._checked.add(key)
+        return law
+
+    def target_law(self, prefix: Prefix) -> Law:
+        """p_T(. | prefix) with the target filters (SPEC 0)."""
+        law = self._target_cache.get(prefix)
+        if law is None:
+            c = self.config
+            law = c.target_filters.apply(temper(self._checked_law(self.target, prefix), c.temperature))
+            self._target_cache[prefix] = law
+        return law
+
+    def node_laws(self, prefix: Prefix) -> NodeLaws:
+        laws = self._node_cache.get(prefix)
+        if laws is None:
+            laws = self._make_node_laws(prefix)
+            self._node_cache[prefix] = laws
+        return laws
+
+    def _make_node_laws(self, prefix: Prefix) -> NodeLaws:
+        c = self.config
+        q_raw = self._checked_law(self.draft, prefix)
+        q = keep_top_k(q_raw, c.draft_top_k) if c.draft_top_k is not None else tuple(q_raw)
+        ranked = rank_order(q)
+        zero = q[0] * 0
+        if c.policy == "topk":
+            return NodeLaws(prefix, q, ranked, ranked[: c.K], [], None, [], None, 0, kinds="topk")
+        m = c.m
+        leads = ranked[:m]
+        support = ranked[m:]
+        if not support:
+            return NodeLaws(prefix, q, ranked, leads, [], None, [], None, c.K - m - 1)
+        in_u = set(support)
+
+        def residual_from(vec, temp):
+            return temper([x if i in in_u else zero for i, x in enumerate(vec)], temp)
+
+        r = residual_from(q, c.temperature)
+        draws = [(u, r[u]) for u in support if r[u] > 0]
+        laws = NodeLaws(prefix, q, ranked, leads, support, r, draws, None, c.K - m - 1)
+        if c.proxy.identity_independent:
+            laws.proxy = self._proxy_value(prefix, laws)
+        if c.draft_law == "dense":
+            lead_set = set(leads)
+            laws.dense_residual = temper([zero if i in lead_set else x for i, x in enumerate(q_raw)], c.temperature)
+        elif c.draft_law == "untempered":
+            laws.untempered_residual = normalize([x if i in in_u else zero for i, x in enumerate(q)])
+        return laws
+
+    def _proxy_value(self, prefix: Prefix, laws: NodeLaws):
+        c, p = self.config, self.config.proxy
+        q, ranked = laws.q, laws.ranked
+        one = q[0] * 0 + 1
+        if p.kind == "rheo":
+            if c.m >= 1:
+                z = one - sum((q[x] for x in laws.leads), q[0] * 0)
+                return min(q[laws.leads[-1]], z)
+            return min(q[ranked[0]] + c.epsilon, one)
+        if p.kind == "constant":
+            return p.value
+        if p.kind == "per_prefix":
+            v = p.table.get(prefix, p.table.get(None))
+            if v is None:
+                raise CaseError(f"proxy.per_prefix[\"{prefix_key(prefix)}\"]",
+                                "the computation needs a proxy value at this prefix; give it or a \"*\" default")
+            return v
+        if p.kind == "callable":
+            return p.fn(prefix, laws)
+        raise CaseError("proxy", f"unknown proxy kind {p.kind!r}")
+
+    def rank_bound(self, prefix: Prefix):
+        """q(x_{m+1}) at this node: Lemma 1's lower bound for an identity-independent proxy."""
+        laws = self.node_laws(prefix)
+        return laws.q[laws.residual_support[0]] if laws.residual_support else None
+
+
+def exact_law(values: Sequence, field: str) -> Law:
+    return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(values))
+
+
+def make_instance(vocab_size: int, target, draft, **config) -> Instance:
+    """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix.
+
+    >>> inst = make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"],
+    ...                      policy="rheo", K=3, m=1, depth=1, budget=2)
+    >>> inst.node_laws(()).proxy
+    Fraction(1, 2)
+    """
+    exact = config.get("arithmetic", "exact") == "exact"
+
+    def table(name, spec):
+        conv = (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f)))
+        if callable(spec):
+            return Table(name, {}, fn=spec)
+        if isinstance(spec, Mapping):
+            laws, default = {}, None
+            for k, v in spec.items():
+                if k == "*":
+                    default = conv(v, f"{name}[\"*\"]")
+                else:
+                    key = tuple(k) if not isinstance(k, str) else tuple(int(t) for t in k.split(",") if t != "")
+                    laws[key] = conv(v, f"{name}[\"{prefix_key(key)}\"]")
+            return Table(name, laws, default)
+        return Table.constant(name, conv(spec, name))
+
+    if "temperature" in config and not isinstance(config["temperature"], Temperature):
+        config["temperature"] = Temperature.parse(config["temperature"], exact)
+    num = (lambda v, f: parse_exact(v, f)) if exact else (lambda v, f: float(parse_exact(v, f)))
+    if "epsilon" in config:
+        config["epsilon"] = num(config["epsilon"], "epsilon")
+    elif not exact:
+        config["epsilon"] = 0.0
+    proxy = config.get("proxy", "rheo")
+    if not isinstance(proxy, Proxy):
+        if isinstance(proxy, Mapping) and "constant" in proxy:
+            proxy = Proxy("constant", value=num(proxy["constant"], "proxy.constant"))
+        elif isinstance(proxy, Mapping) and "per_prefix" in proxy:
+            tab = {}
+            for k, v in proxy["per_prefix"].items():
+                key = None if k == "*" else tuple(int(t) for t in k.split(",") if t != "")
+                tab[key] = num(v, f"proxy.per_prefix[\"{k}\"]")
+            proxy = Proxy("per_prefix", table=tab)
+        elif callable(proxy):
+            proxy = Proxy("callable", fn=proxy)
+        elif proxy in ("rheo", "self"):
+            proxy = Proxy(proxy)
+        else:
+            raise CaseError("proxy", f"must be \"rheo\", \"self\", {{\"constant\": c}} or {{\"per_prefix\": {{...}}}}, got {proxy!r}")
+        config["proxy"] = proxy
+    filters = {}
+    for key, name in (("target_top_k", "top_k"), ("target_top_p", "top_p"), ("target_min_p", "min_p")):
+        v = config.pop(key, None)
+        if v is not None:
+            filters[name] = v if name == "top_k" else num(v, key)
+    if filters:
+        config["target_filters"] = TargetFilters(**filters)
+    return Instance(vocab_size, table("target", target), table("draft", draft), Config(**config))

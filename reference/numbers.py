@@ -1,0 +1,190 @@
+"""Numbers, temperature and the target-side filters (SPEC section 0 and 1).
+
+Every law in the reference is a tuple of ``vocab_size`` numbers. In exact mode the
+numbers are :class:`fractions.Fraction`; in float64 mode they are Python floats. The
+functions here only use ``+ - * /``, ``**`` with integer exponents and comparisons, so
+they also run on the symbolic shadow numbers of :mod:`rheo.reference.symbolic`.
+
+>>> from fractions import Fraction as F
+>>> temper((F(1, 2), F(1, 2), F(0)), Temperature.parse("1/2", exact=True))
+(Fraction(1, 2), Fraction(1, 2), Fraction(0, 1))
+>>> temper((F(1, 4), F(3, 4)), Temperature.parse("0", exact=True))
+(Fraction(0, 1), Fraction(1, 1))
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Sequence
+
+Law = tuple  # tuple of numbers, one per token id
+
+
+class CaseError(ValueError):
+    """Bad input. ``field`` names the offending field, ``str(err)`` says what is expected."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def parse_exact(value, field: str) -> Fraction:
+    """Read a probability as an exact rational: "3/10", "0.3", 0.3 (read as printed), 1."""
+    if isinstance(value, bool):
+        raise CaseError(field, f"expected a number or a rational string, got {value!r}")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise CaseError(field, f"expected a finite number, got {value}")
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CaseError(field, f"expected a finite number, got {value}")
+        return Fraction(repr(value))  # the decimal it prints as: 0.1 -> 1/10
+    if isinstance(value, str):
+        try:
+            return Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            raise CaseError(field, f"expected an exact rational like \"3/10\" or \"0.3\", got {value!r}") from None
+    raise CaseError(field, f"expected a number or a rational string, got {type(value).__name__}")
+
+
+def normalize(vec: Sequence) -> Law:
+    """Divide by the total mass. The caller guarantees the total is positive."""
+    total = sum(vec[1:], vec[0])
+    return tuple(x / total for x in vec)
+
+
+def argmax_lowest(vec: Sequence) -> int:
+    """Index of the largest entry; ties go to the lowest index."""
+    best = 0
+    for i in range(1, len(vec)):
+        if vec[i] > vec[best]:
+            best = i
+    return best
+
+
+def one_hot(n: int, i: int, like) -> Law:
+    zero, one = like * 0, like * 0 + 1
+    return tuple(one if j == i else zero for j in range(n))
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """T >= 0. ``power`` is k when T = 1/k (exact mode); ``value`` is T as a float otherwise.
+
+    T = 0 is the one-hot on the argmax (ties -> lowest id).
+    """
+
+    text: str
+    zero: bool
+    power: int | None  # k for T = 1/k
+    value: float
+
+    @staticmethod
+    def parse(raw, exact: bool, field: str = "temperature") -> "Temperature":
+        if raw is None:
+            raw = "1"
+        t = parse_exact(raw, field)
+        if t < 0:
+            raise CaseError(field, f"must be >= 0, got {raw}")
+        if t == 0:
+            return Temperature("0", True, None, 0.0)
+        inv = 1 / t
+        if inv.denominator == 1:
+            return Temperature(str(t), False, int(inv), float(t))
+        if exact:
+            raise CaseError(
+                field,
+                f"exact arithmetic needs T = 0 or 1/k for an integer k >= 1 (got {raw}); "
+                "set \"arithmetic\": \"float64\" for any other temperature",
+            )
+        return Temperature(str(t), False, None, float(t))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def temper(vec: Sequence, temp: Temperature) -> Law:
+    """p_T = p^(1/T) normalized on the same support; T = 0 -> one-hot on the argmax."""
+    if temp.zero:
+        return one_hot(len(vec), argmax_lowest(vec), vec[0])
+    if temp.power == 1:
+        return normalize(vec)
+    if temp.power is not None:
+        return normalize([x**temp.power for x in vec])
+    e = 1.0 / temp.value
+    return normalize([float(x) ** e if x > 0 else 0.0 for x in vec])
+
+
+def rank_order(vec: Sequence) -> list[int]:
+    """Token ids with positive mass ordered by (mass desc, id asc)."""
+    return sorted((i for i in range(len(vec)) if vec[i] > 0), key=lambda i: (-vec[i], i))
+
+
+def keep_top_k(vec: Sequence, k: int) -> Law:
+    """Keep the k largest entries (ties -> lower id), zero the rest, renormalize (SPEC 1)."""
+    keep = set(rank_order(vec)[:k])
+    zero = vec[0] * 0
+    return normalize([x if i in keep else zero for i, x in enumerate(vec)])
+
+
+def keep_top_p(vec: Sequence, top_p) -> Law:
+    """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (SPEC 0)."""
+    keep, mass = set(), vec[0] * 0
+    for i in rank_order(vec):
+        keep.add(i)
+        mass = mass + vec[i]
+        if mass >= top_p:
+            break
+    zero = vec[0] * 0
+    return normalize([x if i in keep else zero for i, x in enumerate(vec)])
+
+
+def keep_min_p(vec: Sequence, min_p) -> Law:
+    """Drop tokens below min_p x (largest probability), renormalize (SPEC 0)."""
+    top = max(vec)
+    zero = vec[0] * 0
+    return normalize([x if x >= min_p * top else zero for x in vec])
+
+
+@dataclass(frozen=True)
+class TargetFilters:
+    """The serving-engine filters applied after temperature, in this order."""
+
+    top_k: int | None = None
+    top_p: object = None
+    min_p: object = None
+
+    def apply(self, law: Law) -> Law:
+        if self.top_k is not None:
+            law = keep_top_k(law, self.top_k)
+        if self.top_p is not None:
+            law = keep_top_p(law, self.top_p)
+        if self.min_p is not None:
+            law = keep_min_p(law, self.min_p)
+        return law
+
+    @property
+    def active(self) -> bool:
+        return self.top_k is not None or self.top_p is not None or self.min_p is not None
+
+
+def positive_part_difference(w: Law, r: Law) -> list:
+    """(w - r)^+ entrywise."""
+    zero = w[0] * 0
+    return [a - b if a > b else zero for a, b in zip(w, r)]
+
+
+def fmt_number(x, exact: bool):
+    """A number for JSON: an exact rational string in exact mode, a float otherwise."""
+    if exact:
+        x = Fraction(x)
+        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    return float(x)

@@ -1,0 +1,150 @@
+"""Verification of one pruned tree (SPEC section 4): RheoVerification, stochastic-first.
+
+Two readings of the same steps, kept side by side:
+
+- ``verification_law(inst, tree)``: the exact law of the cycle output O given the tree;
+- ``walk(inst, tree, chooser)``: one verification run whose coins and draws come from a
+  chooser (explicit uniforms for the simulator, SPEC 7).
+
+``steps_at`` decides, for one visited node, which children are tried in which order and
+with which law; both readings use it, so the wrong-on-purpose variants (``sample_last``,
+``class_law``, ``draft_law`` dense / untempered) live in one place.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .instance import Instance
+from .numbers import positive_part_difference
+from .tree import LabelledTree
+
+
+class Step(NamedTuple):
+    kind: str  # "stochastic" | "det"
+    slot: int
+    token: int
+    law: tuple | None  # r used by a stochastic step
+
+
+def steps_at(inst: Instance, prefix: tuple, kids: list) -> list[Step]:
+    """The verification steps at a visited node with surviving children ``kids``
+    ((slot, token, kind) in slot order)."""
+    c = inst.config
+    sample = next((k for k in kids if k[2] == "sample"), None)
+    if c.policy == "topk" or sample is None:
+        return [Step("det", s, t, None) for s, t, _ in kids]
+    laws = inst.node_laws(prefix)
+    r = laws.residual
+    if c.draft_law == "dense":
+        r = laws.dense_residual
+    elif c.draft_law == "untempered":
+        r = laws.untempered_residual
+    y = sample[1]
+    if c.verify == "class_law":
+        b = sum(1 for k in kids if k[2] == "fill")
+        band = laws.residual_support[:b]
+        x_star = laws.residual_support[b]
+        zero = r[0] * 0
+        band_mass = sum((r[u] for u in band), zero)
+        r = tuple(zero if i in band else (x + band_mass if i == x_star else x) for i, x in enumerate(r))
+        if y in band or y == x_star:
+            y = x_star
+        y_slot = next(s for s, t, _ in kids if t == y)
+        stochastic = Step("stochastic", y_slot, y, r)
+        return [stochastic] + [Step("det", s, t, None) for s, t, _ in kids if t != y]
+    stochastic = Step("stochastic", sample[0], y, r)
+    dets = [Step("det", s, t, None) for s, t, kind in kids if kind != "sample"]
+    if c.verify == "sample_last":
+        return dets + [stochastic]
+    return [stochastic] + dets
+
+
+def _after_rejection(w, step: Step, one):
+    """Residual target law after rejecting ``step`` (SPEC 4 steps 3 and 4)."""
+    if step.kind == "stochastic":
+        rest = positive_part_difference(w, step.law)
+    else:
+        rest = list(w)
+        rest[step.token] = rest[step.token] * 0
+    total = sum(rest[1:], rest[0])
+    if not total > 0:
+        return None  # only reachable when rejection had probability 0 (float rounding)
+    return tuple(x / total for x in rest)
+
+
+def _acceptance(w, step: Step, one):
+    if step.kind == "stochastic":
+        return min(one, w[step.token] / step.law[step.token])
+    return w[step.token]
+
+
+def verification_law(inst: Instance, tree: LabelledTree) -> dict:
+    """Pr(O = o | tree) for every output o (tuples of token ids), exact."""
+    return _node_law(inst, tree, (), ())
+
+
+def _node_law(inst: Instance, tree: LabelledTree, path: tuple, prefix: tuple) -> dict:
+    p = inst.target_law(prefix)
+    one = p[0] * 0 + 1
+    kids = tree.children(path)
+    out: dict = {}
+    if not kids:  # step 1: bonus token
+        for t, x in enumerate(p):
+            if x > 0:
+                out[(t,)] = x
+        return out
+    w, mass = p, one
+    for step in steps_at(inst, prefix, kids):
+        a = _acceptance(w, step, one)
+        if a > 0:
+            sub = _node_law(inst, tree, path + (step.slot,), prefix + (step.token,))
+            for seq, pr in sub.items():
+                key = (step.token,) + seq
+                out[key] = out.get(key, 0) + mass * a * pr
+        mass = mass * (one - a)
+        if not mass > 0:
+            return out
+        w = _after_rejection(w, step, one)
+        if w is None:
+            return out
+    for t, x in enumerate(w):  # step 5: correction token
+        if x > 0:
+            out[(t,)] = out.get((t,), 0) + mass * x
+    return out
+
+
+def walk(inst: Instance, tree: LabelledTree, chooser) -> tuple[tuple, list]:
+    """One verification run. Returns (output tokens, accepted slot paths).
+
+    Coins and draws are named as in SPEC 7: ("sample", d), ("det", d, j), ("final", d).
+    """
+    path, prefix, out, accepted = (), (), [], []
+    while True:
+        d = len(path)
+        p = inst.target_law(prefix)
+        one = p[0] * 0 + 1
+        kids = tree.children(path)
+        w = p
+        moved = False
+        j = 0
+        for step in steps_at(inst, prefix, kids):
+            a = _acceptance(w, step, one)
+            if step.kind == "stochastic":
+                ok = chooser.coin(("sample", d), a)
+            else:
+                ok = chooser.coin(("det", d, j), a)
+                j += 1
+            if ok:
+                path, prefix = path + (step.slot,), prefix + (step.token,)
+                out.append(step.token)
+                accepted.append(path)
+                moved = True
+                break
+            w = _after_rejection(w, step, one)
+            if w is None:  # rejection of a probability-1 acceptance: cannot happen exactly
+                raise ArithmeticError("rejected a step whose acceptance probability rounds to 1")
+        if moved:
+            continue
+        token = chooser.draw(("final", d), list(enumerate(w)))
+        out.append(token)
+        return tuple(out), accepted
