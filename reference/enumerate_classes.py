@@ -19,7 +19,8 @@ Each finished branch is a set of joint draws with one labelled pruned tree; bran
 equal trees are merged, and each distinct tree (a *class*) is verified once:
 E[...] = sum over classes of P(class) * law(class) (SPEC 5). Skipping dead expansions hides
 their draws, so ``joint_draws`` is counted by a second pass without skipping
-(``count_joint_draws``), which has no verification in it.
+(``count_joint_draws``), which has no verification in it and multiplies the last layer's
+draws in without branching (nothing is expanded after them).
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ _ROOT = None
 
 
 class _Explorer:
-    def __init__(self, inst: Instance, skip_dead: bool, on_leaf, deadline=None):
+    def __init__(self, inst: Instance, skip_dead: bool, on_leaf, deadline=None, count_only: bool = False):
         self.inst = inst
+        self.count_only = count_only
         self.c = inst.config
         self.skip_dead = skip_dead
         self.on_leaf = on_leaf
@@ -136,6 +138,10 @@ class _Explorer:
                             self._run(st2)
                         return
                 laws = self.inst.node_laws(() if v is _ROOT else v.prefix)
+                if self.count_only and st.d == c.depth:
+                    # last layer: nothing is expanded after it, so its draws only multiply
+                    st.mult *= max(1, len(laws.draws))
+                    continue
                 if not laws.draws:
                     kids = children_of(self.inst, v, None)
                     st.layer.extend(kids)
@@ -190,7 +196,7 @@ def count_joint_draws(inst: Instance, deadline=None) -> int:
         nonlocal total
         total += mult
 
-    ex = _Explorer(inst, skip_dead=False, on_leaf=leaf, deadline=deadline)
+    ex = _Explorer(inst, skip_dead=False, on_leaf=leaf, deadline=deadline, count_only=True)
     ex.run()
     return total
 

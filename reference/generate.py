@@ -1,0 +1,52 @@
+"""Deterministic generated instances: prefix-dependent exact tables from a seed.
+
+Used by ``rheo bench exact`` and by tests that need many reproducible instances; the
+whole instance is reproducible from (vocab_size, seed, max_weight, zero_share) alone.
+
+>>> law = hashed_law(3, seed=7, prefix=(1,), max_weight=9)
+>>> sum(law)
+Fraction(1, 1)
+"""
+from __future__ import annotations
+
+import hashlib
+from fractions import Fraction
+
+from .instance import Table, make_instance
+
+
+def hashed_law(n: int, seed: int, prefix: tuple, max_weight: int = 20, zero_share: int = 0,
+               salt: str = "") -> tuple:
+    """Integer weights in 1..max_weight from a hash of (seed, salt, prefix), normalized.
+
+    With zero_share = z > 0 each weight is zeroed with probability about z/16 (never all).
+    """
+    h = hashlib.blake2b(f"{salt}|{seed}|{','.join(map(str, prefix))}".encode(), digest_size=2 * n).digest()
+    weights = []
+    for i in range(n):
+        b = h[2 * i]
+        w = 1 + b % max_weight
+        if zero_share and (h[2 * i + 1] & 15) < zero_share:
+            w = 0
+        weights.append(w)
+    if not any(weights):
+        weights[0] = 1
+    total = sum(weights)
+    return tuple(Fraction(w, total) for w in weights)
+
+
+def hashed_tables(n: int, seed: int, max_weight: int = 20, zero_share: int = 0):
+    """(target, draft) tables that differ at every prefix and from each other."""
+    target = Table("target", {}, fn=lambda pre: hashed_law(n, seed, pre, max_weight, zero_share, "target"))
+    draft = Table("draft", {}, fn=lambda pre: hashed_law(n, seed, pre, max_weight, zero_share, "draft"))
+    return target, draft
+
+
+def hashed_instance(n: int, seed: int, max_weight: int = 20, zero_share: int = 0, **config):
+    """An Instance over generated tables; ``config`` as for ``make_instance``."""
+    target, draft = hashed_tables(n, seed, max_weight, zero_share)
+    if config.get("arithmetic", "exact") != "exact":
+        t0, d0 = target.fn, draft.fn
+        target = Table("target", {}, fn=lambda pre: tuple(float(x) for x in t0(pre)))
+        draft = Table("draft", {}, fn=lambda pre: tuple(float(x) for x in d0(pre)))
+    return make_instance(n, target, draft, **config)

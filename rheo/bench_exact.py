@@ -1,0 +1,120 @@
+"""``rheo bench exact``: the class enumerator against the naive one, and how far it reaches.
+
+All instances are generated (``rheo.reference.generate.hashed_instance``, seed 0): exact
+tables that differ at every prefix, every weight in 1..20 (full support, so every
+expansion draws from all non-lead tokens).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+from rheo.reference import Deadline, Timeout, certify
+from rheo.reference.generate import hashed_instance
+
+COMPARE = dict(n=6, policy="rheo", K=3, m=1, depth=3, budget=6, beam=3)
+
+
+def _certify_within(n: int, limit: float, **config):
+    """Seconds to certify (cycle law + deviation) or None if over ``limit``."""
+    inst = hashed_instance(n, 0, **config)
+    t0 = time.perf_counter()
+    try:
+        report = certify(inst, "classes", Deadline(limit), count_draws=False)
+    except Timeout:
+        return None, None
+    seconds = time.perf_counter() - t0
+    if seconds > limit:
+        return None, None
+    return seconds, report
+
+
+def compare(progress) -> dict:
+    cfg = dict(COMPARE)
+    n = cfg.pop("n")
+    progress(f"comparison: n={n} K=3 m=1 depth=3 budget=6 beam=3 - class enumerator ...")
+    t0 = time.perf_counter()
+    fast = certify(hashed_instance(n, 0, **cfg), "classes")
+    t_fast = time.perf_counter() - t0
+    progress(f"  classes: {t_fast:.2f} s; naive enumerator (every joint draw; about half a minute) ...")
+    t0 = time.perf_counter()
+    slow = certify(hashed_instance(n, 0, **cfg), "naive", Deadline(None, progress=progress, every=10.0))
+    t_slow = time.perf_counter() - t0
+    same = (fast.cycle.law == slow.cycle.law and fast.deviation.value == slow.deviation.value
+            and fast.cycle.joint_draws == slow.cycle.joint_draws and fast.cycle.classes == slow.cycle.classes)
+    return {
+        "case": COMPARE, "naive_seconds": round(t_slow, 3), "classes_seconds": round(t_fast, 3),
+        "speedup": round(t_slow / t_fast, 1), "target_speedup": 20, "same_answer": same,
+        "joint_draws": slow.cycle.joint_draws, "classes": fast.cycle.classes,
+        "lossless": fast.lossless and slow.lossless,
+    }
+
+
+def largest_vocab(limit: float, progress) -> dict:
+    """Grow n by a power-law prediction of the time, then bisect between the last success
+    and the first failure."""
+    cfg = dict(policy="rheo", K=3, m=1, depth=3, budget=6)
+    ok_n, ok_t, fail_n, n = None, None, None, 4
+    while True:
+        progress(f"largest vocabulary: n={n} ...")
+        t, report = _certify_within(n, limit, **cfg)
+        if t is not None:
+            progress(f"  certified in {t:.1f} s ({report.cycle.classes} classes, lossless={report.lossless})")
+            ok_n, ok_t = n, t
+            grow = int(n * min(2.0, max(1.05, (0.85 * limit / max(t, 1e-3)) ** (1 / 3))))
+            nxt = max(n + 1, grow)
+        else:
+            progress(f"  over {limit:g} s")
+            fail_n = n
+            nxt = (ok_n + fail_n) // 2 if ok_n else max(2, n // 2)
+        if fail_n is not None and nxt >= fail_n:
+            nxt = (ok_n + fail_n) // 2
+        if ok_n is not None and (nxt <= ok_n or (fail_n is not None and fail_n - ok_n <= 1)):
+            break
+        n = nxt
+    return {"config": {**cfg, "beam": 3}, "largest_n": ok_n, "seconds": round(ok_t, 2), "first_over_limit": fail_n}
+
+
+def largest_depth(limit: float, progress) -> dict:
+    best, best_t, depth = None, None, 1
+    while True:
+        progress(f"largest depth: n=4 depth={depth} budget={2 * depth} ...")
+        t, report = _certify_within(4, limit, policy="rheo", K=3, m=1, depth=depth, budget=2 * depth)
+        if t is None:
+            progress(f"  over {limit:g} s")
+            break
+        progress(f"  certified in {t:.1f} s ({report.cycle.classes} classes, lossless={report.lossless})")
+        best, best_t = depth, t
+        depth += 1
+    return {"config": {"n": 4, "policy": "rheo", "K": 3, "m": 1, "budget": "2*depth", "beam": 3},
+            "largest_depth": best, "seconds": round(best_t, 2), "first_over_limit": depth}
+
+
+def run_bench_exact(limit: float = 60.0, skip_search: bool = False, as_json: bool = False, progress=print) -> int:
+    out = {"benchmark": "exact", "limit_seconds": limit,
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.machine()}}
+    out["comparison"] = compare(progress)
+    if not skip_search:
+        out["largest_vocab"] = largest_vocab(limit, progress)
+        out["largest_depth"] = largest_depth(limit, progress)
+    c = out["comparison"]
+    ok = c["same_answer"] and c["speedup"] >= c["target_speedup"] and c["lossless"]
+    out["pass"] = ok
+    if as_json:
+        print(json.dumps(out))
+    else:
+        print(f"rheo bench exact  (limit {limit:g} s per certification, {out['machine']['cpus']} cpus)")
+        print(f"  {'check':<44} {'result':>30}")
+        print(f"  {'naive enumerator, n=6 K=3 m=1 D=3 R=6 B=3':<44} {c['naive_seconds']:>28.2f} s")
+        print(f"  {'class enumerator, same case':<44} {c['classes_seconds']:>28.2f} s")
+        print(f"  {'speedup (target >= 20x)':<44} {c['speedup']:>29.1f}x")
+        print(f"  {'same exact answer':<44} {str(c['same_answer']):>30}")
+        print(f"  {'joint draws / classes':<44} {str(c['joint_draws']) + ' / ' + str(c['classes']):>30}")
+        if not skip_search:
+            v, d = out["largest_vocab"], out["largest_depth"]
+            print(f"  {'largest vocab certified (K=3 m=1 D=3 R=6)':<44} {'n = %d in %.1f s' % (v['largest_n'], v['seconds']):>30}")
+            print(f"  {'largest depth certified (n=4 K=3 m=1 R=2D)':<44} {'D = %d in %.1f s' % (d['largest_depth'], d['seconds']):>30}")
+        print(f"  {'verdict':<44} {'PASS' if ok else 'FAIL':>30}")
+    return 0 if ok else 1

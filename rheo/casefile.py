@@ -1,0 +1,175 @@
+"""Case files (SPEC section 8): read, validate and turn into an Instance.
+
+Structure is checked against ``case.schema.json`` with ``jsonschema``; meaning (vector
+lengths, sums, m < K, exact temperatures, ...) is checked here. Every problem raises
+``CaseError`` whose text names the field and what is expected, e.g.::
+
+    draft[""]: must sum to exactly 1 in exact mode, sums to 11/10
+"""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from rheo.reference.instance import Instance, make_instance
+from rheo.reference.numbers import CaseError, Temperature, parse_exact
+
+CONFIG_KEYS = ("policy", "K", "m", "depth", "budget", "beam", "proxy", "epsilon", "tie_break",
+               "temperature", "draft_top_k", "verify", "draft_law", "arithmetic",
+               "target_top_k", "target_top_p", "target_min_p")
+META_KEYS = ("name", "description", "expected")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    return json.loads(resources.files("rheo.reference").joinpath("case.schema.json").read_text())
+
+
+def _field_name(path) -> str:
+    parts = list(path)
+    out = ""
+    for i, part in enumerate(parts):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif i > 0 and parts[0] in ("target", "draft") and i == 1:
+            out += f"[\"{part}\"]"
+        elif i > 0 and parts[i - 1] == "per_prefix":
+            out += f"[\"{part}\"]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(case)"
+
+
+def _schema_error(err: jsonschema.ValidationError) -> CaseError:
+    where = _field_name(err.absolute_path)
+    v = err.validator
+    if v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        name = f"{where}.{extra[0]}" if where != "(case)" and extra else (extra[0] if extra else where)
+        return CaseError(name, f"unknown key; allowed keys here: {', '.join(allowed)}")
+    if v == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        name = missing[0] if where == "(case)" else f"{where}.{missing[0]}"
+        return CaseError(name, "is required (see `rheo exact --help` for the case format)")
+    if v == "enum":
+        return CaseError(where, f"must be one of {', '.join(json.dumps(x) for x in err.validator_value)}, got {json.dumps(err.instance, default=str)}")
+    if v == "type":
+        want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
+        return CaseError(where, f"must be of type {want}, got {json.dumps(err.instance, default=str)}")
+    if v == "minimum":
+        return CaseError(where, f"must be >= {err.validator_value}, got {err.instance}")
+    if v == "propertyNames" or v == "pattern":
+        return CaseError(where, f"prefix keys are token ids joined by \",\" (\"\" for the root, \"*\" for the default), got {json.dumps(err.instance)}")
+    if v == "minProperties":
+        return CaseError(where, "must list at least one prefix (\"\" for the root or \"*\")")
+    if v == "oneOf" and where.startswith("proxy"):
+        return CaseError(where, "must be \"rheo\", \"self\", {\"constant\": c} or {\"per_prefix\": {prefix: value}}")
+    return CaseError(where, err.message)
+
+
+def _prefix_tuple(key: str, n: int, field: str):
+    if key == "*":
+        return "*"
+    toks = tuple(int(t) for t in key.split(",")) if key else ()
+    for t in toks:
+        if t >= n:
+            raise CaseError(field, f"prefix \"{key}\" names token {t}, but vocab_size is {n}")
+    return toks
+
+
+def validate_case(case: dict) -> None:
+    """Structure (JSON Schema) and meaning; raises CaseError naming the first bad field."""
+    if not isinstance(case, dict):
+        raise CaseError("(case)", "a case file holds one JSON object")
+    validator = jsonschema.Draft202012Validator(schema())
+    err = jsonschema.exceptions.best_match(validator.iter_errors(case), key=lambda e: -len(e.absolute_path))
+    if err is not None:
+        raise _schema_error(err)
+    n = case["vocab_size"]
+    exact = case.get("arithmetic", "exact") == "exact"
+    for name in ("target", "draft"):
+        for key, vec in case[name].items():
+            field = f"{name}[\"{key}\"]"
+            _prefix_tuple(key, n, field)
+            if len(vec) != n:
+                raise CaseError(field, f"must have vocab_size = {n} entries, got {len(vec)}")
+            vals = [parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)]
+            for i, v in enumerate(vals):
+                if v < 0:
+                    raise CaseError(f"{field}[{i}]", f"must be >= 0, got {vec[i]}")
+            total = sum(vals)
+            if exact and total != 1:
+                raise CaseError(field, f"must sum to exactly 1 in exact mode, sums to {total}")
+            if not exact and abs(float(total) - 1) > 1e-9:
+                raise CaseError(field, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
+    policy = case["policy"]
+    if policy == "rheo" and "m" not in case:
+        raise CaseError("m", "is required when policy is \"rheo\" (an integer 0 <= m <= K-1)")
+    if "m" in case and case["m"] >= case["K"]:
+        raise CaseError("m", f"must be <= K-1 = {case['K'] - 1}, got {case['m']}")
+    if "beam" in case and case["beam"] > case["K"]:
+        raise CaseError("beam", f"must be <= K = {case['K']} (a node has at most K children), got {case['beam']}")
+    Temperature.parse(case.get("temperature", "1"), exact)
+    proxy = case.get("proxy", "rheo")
+    if isinstance(proxy, dict) and "constant" in proxy:
+        c = parse_exact(proxy["constant"], "proxy.constant")
+        if not 0 < c <= 1:
+            raise CaseError("proxy.constant", f"must lie in (0, 1], got {proxy['constant']}")
+    if isinstance(proxy, dict) and "per_prefix" in proxy:
+        for key, v in proxy["per_prefix"].items():
+            _prefix_tuple(key, n, f"proxy.per_prefix[\"{key}\"]")
+            if not 0 < parse_exact(v, f"proxy.per_prefix[\"{key}\"]") <= 1:
+                raise CaseError(f"proxy.per_prefix[\"{key}\"]", f"must lie in (0, 1], got {v}")
+    if parse_exact(case.get("epsilon", "0"), "epsilon") < 0:
+        raise CaseError("epsilon", f"must be >= 0, got {case['epsilon']}")
+    if case.get("target_top_p") is not None and not 0 < parse_exact(case["target_top_p"], "target_top_p") <= 1:
+        raise CaseError("target_top_p", f"must lie in (0, 1], got {case['target_top_p']}")
+    if case.get("target_min_p") is not None and not 0 <= parse_exact(case["target_min_p"], "target_min_p") <= 1:
+        raise CaseError("target_min_p", f"must lie in [0, 1], got {case['target_min_p']}")
+
+
+def load_case(case: dict) -> Instance:
+    """A validated case dict -> Instance."""
+    validate_case(case)
+    config = {k: case[k] for k in CONFIG_KEYS if k in case and case[k] is not None}
+    if case.get("policy") == "topk":
+        config.pop("m", None)
+    return make_instance(case["vocab_size"], case["target"], case["draft"], **config)
+
+
+def parse_case_text(text: str, source: str = "case") -> dict:
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as e:
+        raise CaseError(source, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+
+
+def read_case(path) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise CaseError(str(path), f"cannot be read ({e.strerror}); give the path of a case JSON file") from None
+    return parse_case_text(text, str(path))
+
+
+def to_json_number(x) -> str:
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def builtin_examples() -> dict[str, dict]:
+    """The embedded example cases, by name."""
+    out = {}
+    folder = resources.files("rheo").joinpath("examples")
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            out[entry.name[:-5]] = parse_case_text(entry.read_text(), entry.name)
+    return out

@@ -1,0 +1,184 @@
+"""The ``rheo`` command.
+
+Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = done and NOT
+lossless (or a benchmark check failed), 2 = bad input (one line on stderr naming the
+field), 3 = gave up at --timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rheo import __version__
+
+CASE_FORMAT = """\
+case file format (SPEC section 8) - one JSON object:
+  {
+    "vocab_size": 3,
+    "target": {"*": ["1/5", "1/2", "3/10"]},        p(. | prefix); keys are prefixes
+    "draft":  {"*": ["1/2", "3/10", "1/5"],          q(. | prefix): ids joined by ",",
+               "0": ["1/3", "1/3", "1/3"]},         "" = root, "*" = any other prefix
+    "policy": "rheo", "K": 3, "m": 1, "depth": 1, "budget": 2
+  }
+  required: vocab_size, target, draft, policy ("rheo" | "topk"), K, depth, budget,
+            and m (0 <= m <= K-1) when policy is rheo
+  optional: beam (default K), proxy ("rheo" | "self" | {"constant": "1/4"} |
+            {"per_prefix": {"": "1/2", "*": "1/3"}}), epsilon ("0"), tie_break ("slot" |
+            "token"), temperature ("1"; exact mode needs 0 or 1/k), draft_top_k (null),
+            verify ("rheo" | "sample_last" | "class_law"), draft_law ("sampled" | "dense" |
+            "untempered"), arithmetic ("exact" | "float64"), target_top_k, target_top_p,
+            target_min_p, and name / description / expected (ignored by the engine)
+  probabilities: "3/10", "0.3" or 0.3 (a JSON number is read as the decimal it prints);
+  every vector has vocab_size entries summing to 1 (exactly, in exact mode)
+"""
+
+MAIN_HELP = f"""\
+rheo: exact certification of RheoSampling speculative decoding.
+
+commands:
+  rheo exact [CASE.json]     exact cycle law, losslessness, tau for one case
+                             (no argument: the built-in SPEC section 6 example)
+  rheo bench exact           class enumerator vs naive enumerator, and how far the
+                             class enumerator certifies within 60 s
+
+every command takes --json (one JSON object on stdout instead of the table).
+
+{CASE_FORMAT}
+example:
+  rheo exact --example abc-constant      # the paper's ad-hoc proxy: NOT lossless
+  rheo exact my_case.json --json
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # bad usage: one line, status 2
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="rheo", description=MAIN_HELP, formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"rheo {__version__}")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    ex = sub.add_parser(
+        "exact", formatter_class=fmt,
+        help="exact cycle law, losslessness and tau of one case",
+        description="Enumerate every random tree the sampler can build for CASE.json, verify each\n"
+                    "exactly, and compare the continued output law with the target law p_T on\n"
+                    "every sequence of length depth+1 (SPEC sections 5 and 8).\n\n" + CASE_FORMAT,
+        epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
+               "examples:\n"
+               "  rheo exact                              # the built-in SPEC section 6 case\n"
+               "  rheo exact --example abc-constant       # the paper's ad-hoc proxy breaks it\n"
+               "  rheo exact cases/some_case.json --json  # one JSON object on stdout\n"
+               "  rheo exact --list-examples")
+    ex.add_argument("case", nargs="?", metavar="CASE.json", help="a case file (default: the built-in example \"abc\")")
+    ex.add_argument("--example", metavar="NAME", help="run a built-in example case instead of a file")
+    ex.add_argument("--list-examples", action="store_true", help="list the built-in example cases and exit")
+    ex.add_argument("--enumerator", choices=("classes", "naive"), default="classes",
+                    help="equivalence classes (default, fast) or every joint draw (the naive check)")
+    ex.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long (exit 3)")
+    ex.add_argument("--count-timeout", type=float, default=30.0, metavar="SECONDS",
+                    help="time cap for counting joint draws (reported as null past it; default 30)")
+    ex.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    bench = sub.add_parser("bench", formatter_class=fmt, help="benchmarks (ratios measured side by side in one run)",
+                           description="Benchmarks. Speed targets live here, never in timed tests.")
+    bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bsub = bench.add_subparsers(dest="bench_command", parser_class=_Parser)
+    be = bsub.add_parser(
+        "exact", formatter_class=fmt,
+        help="class enumerator vs naive enumerator; largest vocabulary and depth certified in the limit",
+        description="1. n=6, K=3, m=1, depth=3, budget=6, beam=3 (generated tables, seed 0): both\n"
+                    "   enumerators, same exact answer required, speed ratio (target >= 20x).\n"
+                    "2. the largest vocabulary (K=3, m=1, depth=3, budget=6) and the largest depth\n"
+                    "   (n=4, K=3, m=1, budget=2*depth) the class enumerator certifies (cycle law +\n"
+                    "   deviation over V^(D+1)) within --limit seconds.\n"
+                    "Progress goes to stderr; takes a few minutes at the default limit.")
+    be.add_argument("--limit", type=float, default=60.0, metavar="SECONDS", help="time limit per certification (default 60)")
+    be.add_argument("--skip-search", action="store_true", help="only the side-by-side comparison")
+    be.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"rheo: error: {message}", file=sys.stderr)
+    return code
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_exact(args) -> int:
+    from rheo.casefile import builtin_examples, load_case, read_case
+    from rheo.reference import CaseError, Deadline, Timeout, certify
+    from rheo.reference.certify import max_deviation
+    from rheo.report import add_single_layer_facts, render
+
+    examples = builtin_examples()
+    if args.list_examples:
+        if args.json:
+            print(json.dumps({name: case.get("description", "") for name, case in examples.items()}))
+        else:
+            for name, case in examples.items():
+                print(f"{name:<16} {case.get('description', '')}")
+        return 0
+    if args.case and args.example:
+        return _fail("give either CASE.json or --example NAME, not both")
+    try:
+        if args.case:
+            case, source = read_case(args.case), args.case
+        else:
+            name = args.example or "abc"
+            if name not in examples:
+                return _fail(f"--example: no built-in example {name!r}; choose one of {', '.join(examples)}")
+            case, source = examples[name], f"built-in example {name}"
+        inst = load_case(case)
+        deadline = Deadline(args.timeout, progress=_progress)
+        report = certify(inst, args.enumerator, deadline, count_draws=False)
+        if args.enumerator == "naive":
+            pass  # the naive enumerator counts every joint draw itself
+        else:
+            from rheo.reference import count_joint_draws
+            try:
+                report.cycle.joint_draws = count_joint_draws(inst, Deadline(args.count_timeout))
+            except Timeout:
+                report.cycle.joint_draws = None
+        add_single_layer_facts(report)
+    except CaseError as e:
+        return _fail(str(e))
+    except Timeout as e:
+        return _fail(f"--timeout: {e}; raise --timeout or shrink the case", 3)
+    if args.json:
+        out = report.to_json()
+        out["case"] = case.get("name") or source
+        print(json.dumps(out))
+    else:
+        print(render(report, case, source))
+    return 0 if report.lossless else 1
+
+
+def cmd_bench(args) -> int:
+    if args.bench_command == "exact":
+        from rheo.bench_exact import run_bench_exact
+        return run_bench_exact(limit=args.limit, skip_search=args.skip_search, as_json=args.json, progress=_progress)
+    return _fail("bench: choose a benchmark: `rheo bench exact` (see rheo bench --help)")
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "exact":
+        return cmd_exact(args)
+    if args.command == "bench":
+        return cmd_bench(args)
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
