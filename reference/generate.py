@@ -21,7 +21,7 @@ def hashed_law(n: int, seed: int, prefix: tuple, max_weight: int = 20, zero_shar
 
     With zero_share = z > 0 each weight is zeroed with probability about z/16 (never all).
     """
-    h = hashlib.blake2b(f"{salt}|{seed}|{','.join(map(str, prefix))}".encode(), digest_size=2 * n).digest()
+    h = hashlib.shake_256(f"{salt}|{seed}|{','.join(map(str, prefix))}".encode()).digest(2 * n)
     weights = []
     for i in range(n):
         b = h[2 * i]

@@ -1,0 +1,101 @@
+"""Negative controls: the wrong-on-purpose variants, Hypothesis searches that find and
+shrink their counterexamples, and the saved corpus under ``cases/`` (SPEC sections 2-4).
+
+``rheo.corpus.refresh(folder)`` rewrites the corpus from fresh searches; the tests replay
+every saved file and check its expected deviation exactly, and check that each control
+is still found by a fresh search.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+
+from rheo.casefile import load_case, to_json_number
+from rheo.reference import certify
+from rheo.strategies import cases, per_node_proxy_cases
+
+
+def lossy(case: dict) -> bool:
+    return not certify(load_case(case)).lossless
+
+
+@dataclass(frozen=True)
+class Control:
+    """A wrong-on-purpose variant and the strategy its counterexamples are searched in."""
+
+    name: str
+    what: str
+    strategy: st.SearchStrategy
+
+
+def _constant_below():
+    return st.fractions(min_value=0, max_value=1, max_denominator=10).filter(lambda c: c > 0).map(
+        lambda c: {"proxy": {"constant": to_json_number(c)}})
+
+
+CONTROLS = [
+    Control("constant_proxy", "a constant proxy (the paper's ad-hoc 1/4 family), below the rank bound somewhere",
+            cases(policies=("rheo",), extra=_constant_below())),
+    Control("per_node_proxy_below_bound", "an identity-independent proxy strictly below q(x_{m+1}) (Lemma 1)",
+            per_node_proxy_cases(above_bound=False)),
+    Control("self_proxy", "proxy = q(Y), the drawn token's own draft probability",
+            cases(policies=("rheo",), extra={"proxy": "self"})),
+    Control("sample_last", "deterministic children verified before the sample",
+            cases(policies=("rheo",), extra={"verify": "sample_last"})),
+    Control("draft_law_dense", "the stochastic step uses the untruncated draft law",
+            cases(policies=("rheo",), sparse=(True,), extra={"draft_law": "dense"})),
+    Control("draft_law_untempered", "the stochastic step uses the untempered draft law",
+            cases(policies=("rheo",), temperatures=("0", "1/3", "1/2"), extra={"draft_law": "untempered"})),
+    Control("tie_break_token", "the order key breaks score ties by token ids",
+            cases(policies=("rheo",), extra={"tie_break": "token"})),
+    Control("class_law_depth2", "the per-node optimal class-law verifier in a dynamic tree (depth >= 2)",
+            cases(policies=("rheo",), min_depth=2, extra={"verify": "class_law"})),
+]
+CONTROLS_BY_NAME = {c.name: c for c in CONTROLS}
+
+SEARCH_SETTINGS = settings(max_examples=2000, deadline=None, database=None, derandomize=True,
+                           suppress_health_check=list(HealthCheck),
+                           phases=[Phase.generate, Phase.shrink])
+
+
+def find_counterexample(control: Control, search_settings: settings = SEARCH_SETTINGS) -> dict:
+    """The shrunk counterexample Hypothesis finds (raises hypothesis.errors.NoSuchExample)."""
+    return find(control.strategy, lossy, settings=search_settings)
+
+
+def corpus_entry(control: Control, case: dict) -> dict:
+    report = certify(load_case(case))
+    out = {"name": f"control-{control.name}",
+           "description": f"Negative control: {control.what}. Shrunk by Hypothesis; NOT lossless.",
+           **case}
+    out["expected"] = {
+        "lossless": report.lossless,
+        "max_abs_deviation": to_json_number(report.deviation.value),
+        "worst_sequence": list(report.deviation.sequence),
+        "control": control.name,
+    }
+    return out
+
+
+def refresh(folder: str | Path = "cases") -> list[Path]:
+    """Search every control afresh and (re)write cases/control-NAME.json."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for control in CONTROLS:
+        case = find_counterexample(control)
+        path = folder / f"control-{control.name}.json"
+        path.write_text(json.dumps(corpus_entry(control, case), indent=1) + "\n")
+        written.append(path)
+        print(f"wrote {path}")
+    return written
+
+
+if __name__ == "__main__":
+    import sys
+
+    refresh(sys.argv[1] if len(sys.argv) > 1 else "cases")

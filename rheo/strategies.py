@@ -1,0 +1,137 @@
+"""Hypothesis strategies that build only valid, exact-rational case dicts.
+
+Every case is a JSON-ready dict (SPEC 8), so a counterexample is saved as it is drawn.
+Tables differ across prefixes and p != q at every prefix: each table is a small pool of
+distinct weight vectors, assigned to prefixes by a stable hash with a drawn salt; target
+and draft pools share no vector. Instances are capped by the number of joint draws they
+can imply, (n - m)^(1 + B(D-1)) for rheo, so no single example explodes; the beam and then
+the depth shrink to fit the cap.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+from fractions import Fraction
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from rheo.casefile import load_case, to_json_number
+from rheo.reference.instance import prefix_key
+
+TEMPERATURES = ("0", "1/3", "1/2", "1")
+DEFAULT_CAP = 3000
+
+
+def joint_draw_bound(n: int, policy: str, K: int, m: int, depth: int, beam: int) -> int:
+    """An upper bound on the joint draws of a case: every expansion draws from <= n - m tokens."""
+    if policy == "topk":
+        return 1
+    return max(1, n - m) ** (1 + beam * (depth - 1))
+
+
+def max_nodes(K: int, depth: int, beam: int) -> int:
+    """The most recorded nodes a tree can have: K children per expansion."""
+    return K * (1 + beam * (depth - 1))
+
+
+def _index(salt: int, prefix: tuple, size: int) -> int:
+    h = hashlib.blake2b(f"{salt}|{prefix_key(prefix)}".encode(), digest_size=4).digest()
+    return int.from_bytes(h, "big") % size
+
+
+def _law_strings(weights) -> list[str]:
+    total = sum(weights)
+    return [to_json_number(Fraction(w, total)) for w in weights]
+
+
+@st.composite
+def weight_vectors(draw, n: int, min_weight: int = 0, max_weight: int = 6):
+    w = draw(st.lists(st.integers(min_weight, max_weight), min_size=n, max_size=n))
+    assume(any(w))
+    return tuple(w)
+
+
+def _normalized(w) -> tuple:
+    total = sum(w)
+    return tuple(Fraction(x, total) for x in w)
+
+
+@st.composite
+def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4, max_depth: int = 3,
+          temperatures=TEMPERATURES, sparse=(False, True), cap: int = DEFAULT_CAP, min_depth: int = 1,
+          draft_zeros: bool = True, filters: bool = False, extra=None, min_vocab: int = 2):
+    """A valid case dict. ``extra`` (a dict, or a strategy of dicts) is merged in last."""
+    n = draw(st.integers(min_vocab, max_vocab))
+    policy = draw(st.sampled_from(policies))
+    K = draw(st.integers(1, max_K))
+    m = draw(st.integers(0, K - 1)) if policy == "rheo" else 0
+    depth = draw(st.integers(min_depth, max_depth))
+    beam = draw(st.integers(1, K))
+    while depth > min_depth and joint_draw_bound(n, policy, K, m, depth, 1) > cap:
+        depth -= 1
+    while beam > 1 and joint_draw_bound(n, policy, K, m, depth, beam) > cap:
+        beam -= 1
+    assume(joint_draw_bound(n, policy, K, m, depth, beam) <= cap)
+    budget = draw(st.integers(1, max_nodes(K, depth, beam)))
+    temperature = draw(st.sampled_from(temperatures))
+    draft_top_k = draw(st.sampled_from(sparse))
+    draft_top_k = draw(st.integers(1, n)) if draft_top_k else None
+
+    target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3,
+                                unique_by=_normalized))
+    draft_pool = draw(st.lists(weight_vectors(n, min_weight=0 if draft_zeros else 1), min_size=1, max_size=3,
+                               unique_by=_normalized))
+    assume(not set(map(_normalized, target_pool)) & set(map(_normalized, draft_pool)))
+    salt = draw(st.integers(0, 3))
+
+    target, draft = {}, {}
+    for length in range(depth + 1):
+        for prefix in itertools.product(range(n), repeat=length):
+            target[prefix_key(prefix)] = _law_strings(target_pool[_index(salt, prefix, len(target_pool))])
+            if length < depth:
+                draft[prefix_key(prefix)] = _law_strings(draft_pool[_index(salt + 7, prefix, len(draft_pool))])
+    case = {"vocab_size": n, "target": target, "draft": draft, "policy": policy, "K": K, "depth": depth,
+            "budget": budget, "beam": beam, "temperature": temperature, "draft_top_k": draft_top_k}
+    if policy == "rheo":
+        case["m"] = m
+    if filters:
+        case["target_top_k"] = draw(st.one_of(st.none(), st.integers(1, n)))
+        case["target_top_p"] = draw(st.one_of(st.none(), st.sampled_from(["1/2", "3/4", "9/10", "1"])))
+        case["target_min_p"] = draw(st.one_of(st.none(), st.sampled_from(["0", "1/10", "1/4"])))
+    if extra is not None:
+        more = draw(extra) if isinstance(extra, st.SearchStrategy) else extra
+        case.update(more)
+    return case
+
+
+def draft_prefixes(case: dict):
+    """Every prefix a draft law is given for (the ones a tree can expand)."""
+    n = case["vocab_size"]
+    for length in range(case["depth"]):
+        yield from itertools.product(range(n), repeat=length)
+
+
+@st.composite
+def per_node_proxy_cases(draw, *, above_bound: bool, **kwargs):
+    """Rheo cases whose proxy is identity-independent and drawn per node: anywhere in
+    [q(x_{m+1}), 1] (Lemma 1's condition) or strictly below q(x_{m+1})."""
+    kwargs.setdefault("policies", ("rheo",))
+    case = draw(cases(**kwargs))
+    inst = load_case(case)
+    shares = draw(st.lists(st.sampled_from([Fraction(k, 8) for k in range(9)] if above_bound
+                                           else [Fraction(k, 8) for k in range(1, 8)]), min_size=1, max_size=3))
+    salt = draw(st.integers(0, 3))
+    table = {}
+    for prefix in draft_prefixes(case):
+        bound = inst.rank_bound(prefix)
+        t = shares[_index(salt, prefix, len(shares))]
+        if bound is None:
+            value = Fraction(1)
+        elif above_bound:
+            value = bound + t * (1 - bound)
+        else:
+            value = t * bound
+        table[prefix_key(prefix)] = to_json_number(value)
+    case["proxy"] = {"per_prefix": table}
+    return case
