@@ -173,3 +173,28 @@ def builtin_examples() -> dict[str, dict]:
         if entry.name.endswith(".json"):
             out[entry.name[:-5]] = parse_case_text(entry.read_text(), entry.name)
     return out
+
+
+def compact_tables(case: dict) -> dict:
+    """The same case with a table that gives one law at every listed prefix written as "*"."""
+    out = dict(case)
+    for name in ("target", "draft"):
+        laws = list(case[name].values())
+        if len(laws) > 1 and all(v == laws[0] for v in laws):
+            out[name] = {"*": laws[0]}
+    return out
+
+
+def dump_case(case: dict) -> str:
+    """Case JSON for people: one key per line, one prefix per line, vectors on one line."""
+    lines = ["{"]
+    items = list(case.items())
+    for i, (key, value) in enumerate(items):
+        end = "," if i < len(items) - 1 else ""
+        if key in ("target", "draft") and isinstance(value, dict):
+            rows = [f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            lines.append(f"  {json.dumps(key)}: {{\n" + ",\n".join(rows) + f"\n  }}{end}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

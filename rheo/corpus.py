@@ -7,14 +7,13 @@ is still found by a fresh search.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 
-from rheo.casefile import load_case, to_json_number
+from rheo.casefile import compact_tables, dump_case, load_case, to_json_number
 from rheo.reference import certify
 from rheo.strategies import cases, per_node_proxy_cases
 
@@ -71,7 +70,7 @@ def corpus_entry(control: Control, case: dict) -> dict:
     report = certify(load_case(case))
     out = {"name": f"control-{control.name}",
            "description": f"Negative control: {control.what}. Shrunk by Hypothesis; NOT lossless.",
-           **case}
+           **compact_tables(case)}
     out["expected"] = {
         "lossless": report.lossless,
         "max_abs_deviation": to_json_number(report.deviation.value),
@@ -81,15 +80,30 @@ def corpus_entry(control: Control, case: dict) -> dict:
     return out
 
 
+def paper_example_entry() -> dict:
+    """The paper's {A,B,C} example with the ad-hoc constant proxy 1/4 (SPEC section 6)."""
+    from rheo.casefile import builtin_examples
+
+    case = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
+    entry = corpus_entry(CONTROLS_BY_NAME["constant_proxy"], case)
+    entry["name"] = "paper-abc-constant-proxy"
+    entry["description"] = ("The paper's worked example (SPEC section 6) with the ad-hoc constant proxy 1/4: "
+                            "first-token law (9/50, 7/10, 3/25) instead of (1/5, 1/2, 3/10).")
+    return entry
+
+
 def refresh(folder: str | Path = "cases") -> list[Path]:
-    """Search every control afresh and (re)write cases/control-NAME.json."""
+    """Search every control afresh and (re)write cases/control-NAME.json, plus the paper's
+    example as cases/paper-abc-constant-proxy.json."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    paper = folder / "paper-abc-constant-proxy.json"
+    paper.write_text(dump_case(paper_example_entry()))
+    written = [paper]
     for control in CONTROLS:
         case = find_counterexample(control)
         path = folder / f"control-{control.name}.json"
-        path.write_text(json.dumps(corpus_entry(control, case), indent=1) + "\n")
+        path.write_text(dump_case(corpus_entry(control, case)))
         written.append(path)
         print(f"wrote {path}")
     return written

@@ -1,0 +1,39 @@
+"""The naive enumerator (every joint draw) and the class enumerator agree exactly."""
+import pytest
+from hypothesis import given, settings
+
+from rheo.casefile import load_case
+from rheo.reference import class_cycle_law, naive_cycle_law
+from rheo.strategies import cases
+
+from .helpers import describe
+
+VARIANTS = [{}, {"proxy": "self"}, {"tie_break": "token"}, {"verify": "class_law"}, {"verify": "sample_last"},
+            {"proxy": {"constant": "1/4"}}]
+
+
+def check(case):
+    naive = naive_cycle_law(load_case(case))
+    fast = class_cycle_law(load_case(case))
+    assert fast.law == naive.law, describe(case)
+    assert fast.joint_draws == naive.joint_draws, describe(case)
+    assert fast.classes == naive.classes, describe(case)
+    assert naive.total() == 1
+
+
+@given(cases(cap=400))
+def test_naive_and_class_enumerators_agree(case):
+    check(case)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["default", "self", "token", "class_law", "sample_last", "constant"])
+@given(case=cases(cap=300, policies=("rheo",)))
+def test_naive_and_class_enumerators_agree_on_variants(variant, case):
+    check({**case, **variant})
+
+
+@pytest.mark.deep
+@settings(max_examples=1000)
+@given(cases(cap=20000))
+def test_naive_and_class_enumerators_agree_deep(case):
+    check(case)

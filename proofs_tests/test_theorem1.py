@@ -1,0 +1,35 @@
+"""Theorem 1: RheoSampling and Top-K are lossless for every budget, exactly."""
+import pytest
+from hypothesis import given, settings
+
+from rheo.strategies import cases
+
+from .helpers import cap, describe, report
+
+
+@given(cases(cap=cap()))
+def test_theorem1_rheo_and_topk_lossless_any_budget(case):
+    r = report(case)
+    assert r.deviation.value == 0, f"{describe(case)}: deviation {r.deviation}"
+    assert r.cycle.total() == 1
+
+
+@given(cases(cap=cap(), filters=True))
+def test_theorem1_lossless_with_target_filters(case):
+    r = report(case)
+    assert r.deviation.value == 0, f"{describe(case)}: deviation {r.deviation}"
+
+
+@given(cases(cap=cap(), policies=("rheo",), extra={"m": 0, "epsilon": "1/10"}, max_K=3))
+def test_theorem1_lossless_m0_with_positive_epsilon(case):
+    if case["K"] < 1:
+        return
+    r = report(case)
+    assert r.deviation.value == 0, f"{describe(case)}: deviation {r.deviation}"
+
+
+@pytest.mark.deep
+@settings(max_examples=3000)
+@given(cases(cap=60000, max_vocab=5, max_depth=4, filters=True))
+def test_theorem1_deep(case):
+    assert report(case).deviation.value == 0
