@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="rheo", description=MAIN_HELP, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"rheo {__version__}")
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--json", action="store_true", dest="json_top", help="print one JSON object on stdout")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ex = sub.add_parser(
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", formatter_class=fmt, help="benchmarks (ratios measured side by side in one run)",
                            description="Benchmarks. Speed targets live here, never in timed tests.")
-    bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bench.add_argument("--json", action="store_true", dest="json_bench", help="print one JSON object on stdout")
     bsub = bench.add_subparsers(dest="bench_command", parser_class=_Parser)
     be = bsub.add_parser(
         "exact", formatter_class=fmt,
@@ -172,10 +172,16 @@ def cmd_bench(args) -> int:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # --json may stand before or after the command name
+    args.json = getattr(args, "json", False) or args.json_top or getattr(args, "json_bench", False)
     if args.command == "exact":
         return cmd_exact(args)
     if args.command == "bench":
         return cmd_bench(args)
+    if args.json:
+        print(json.dumps({"version": __version__, "commands": ["exact", "bench exact"],
+                          "help": "rheo COMMAND --help"}))
+        return 0
     parser.print_help()
     return 0
 

@@ -1,0 +1,45 @@
+"""SPEC section 5: the deviation search equals the brute-force continued law; float64 agrees
+with exact arithmetic."""
+from hypothesis import given
+
+from rheo.casefile import load_case
+from rheo.corpus import CONTROLS_BY_NAME
+from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
+from rheo.strategies import cases
+
+
+def brute_force(inst, law):
+    cont = continued_sequence_law(inst, law)
+    best, arg = None, None
+    for seq in sorted(cont):
+        dev = abs(cont[seq] - target_sequence_probability(inst, seq))
+        if best is None or dev > best:
+            best, arg = dev, seq
+    return best, arg, sum(cont.values())
+
+
+@given(CONTROLS_BY_NAME["sample_last"].strategy | CONTROLS_BY_NAME["self_proxy"].strategy | cases(cap=300))
+def test_max_deviation_equals_brute_force(case):
+    inst = load_case(case)
+    law = class_cycle_law(inst, count_draws=False).law
+    dev = max_deviation(inst, law)
+    best, arg, total = brute_force(inst, law)
+    assert total == 1
+    assert dev.value == best and dev.sequence == arg
+
+
+@given(cases(cap=300))
+def test_float64_agrees_with_exact(case):
+    exact = certify(load_case(case), count_draws=False)
+    fl = certify(load_case({**case, "arithmetic": "float64"}), count_draws=False)
+    assert fl.lossless and float(fl.deviation.value) <= 1e-12
+    assert fl.cycle.classes == exact.cycle.classes
+    for o, p in exact.cycle.law.items():
+        assert abs(fl.cycle.law.get(o, 0.0) - float(p)) <= 1e-12
+
+
+def test_float64_any_temperature_is_lossless():
+    case = {"vocab_size": 3, "target": {"*": [0.2, 0.5, 0.3]}, "draft": {"*": [0.5, 0.3, 0.2]},
+            "policy": "rheo", "K": 2, "m": 1, "depth": 2, "budget": 3, "temperature": 0.7, "arithmetic": "float64"}
+    r = certify(load_case(case))
+    assert r.lossless and 1 < r.tau < 3

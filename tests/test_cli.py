@@ -1,0 +1,112 @@
+"""The `rheo` command: outputs, exit statuses, --json everywhere, help that teaches."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rheo(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "rheo.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          input=input, timeout=300)
+
+
+def test_default_run_is_the_spec_example_and_lossless():
+    r = rheo("exact")
+    assert r.returncode == 0, r.stderr
+    assert "LOSSLESS" in r.stdout and "1/5" in r.stdout
+
+
+def test_exact_json_has_the_contract_fields():
+    r = rheo("exact", "--example", "abc-constant", "--json")
+    assert r.returncode == 1  # not lossless
+    out = json.loads(r.stdout)
+    for key in ("lossless", "max_abs_deviation", "worst_sequence", "tau", "joint_draws", "classes", "cycle_law"):
+        assert key in out
+    assert out["lossless"] is False and out["max_abs_deviation"] == "1/10"
+    assert out["first_token_law"] == ["9/50", "7/10", "3/25"]
+    assert out["tau"] == "47/25" and out["joint_draws"] == 2 and out["classes"] == 2
+    assert sum(__import__("fractions").Fraction(v) for v in out["cycle_law"].values()) == 1
+
+
+def test_budget_three_gives_tau_two():
+    out = json.loads(rheo("exact", "--example", "abc-full", "--json").stdout)
+    assert out["tau"] == "2" and out["theorem3"]["agrees"]
+
+
+def test_case_file_and_naive_enumerator(tmp_path):
+    case = ROOT / "cases" / "control-sample_last.json"
+    a = json.loads(rheo("exact", str(case), "--json").stdout)
+    b = json.loads(rheo("exact", str(case), "--json", "--enumerator", "naive").stdout)
+    assert a["cycle_law"] == b["cycle_law"] and a["joint_draws"] == b["joint_draws"]
+
+
+def test_float64_case_prints_numbers(tmp_path):
+    case = {"vocab_size": 2, "target": {"*": [0.25, 0.75]}, "draft": {"*": [0.5, 0.5]}, "policy": "topk",
+            "K": 1, "depth": 2, "budget": 2, "arithmetic": "float64", "temperature": 0.9}
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(case))
+    out = json.loads(rheo("exact", str(path), "--json").stdout)
+    assert isinstance(out["tau"], float) and out["lossless"]
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"vocab_size": 2}', "target: is required"),
+    ("{nope", "not valid JSON"),
+    ('{"vocab_size": 2, "target": {"*": ["1/2","1/2"]}, "draft": {"*": ["1/2","1/2"]}, "policy": "rheo", '
+     '"K": 2, "m": 2, "depth": 1, "budget": 1}', "m: must be <= K-1"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    r = rheo("exact", str(path), "--json")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_json_flag_before_or_after_the_command():
+    for args in (("--json", "exact"), ("exact", "--json")):
+        r = rheo(*args)
+        assert json.loads(r.stdout)["lossless"] is True
+    assert "commands" in json.loads(rheo("--json").stdout)
+
+
+def test_missing_file_and_unknown_example_exit_2():
+    assert rheo("exact", "no/such.json").returncode == 2
+    r = rheo("exact", "--example", "nope")
+    assert r.returncode == 2 and "abc" in r.stderr
+
+
+def test_timeout_exits_3(tmp_path):
+    case = {"vocab_size": 40, "target": {"*": ["1/40"] * 40}, "draft": {"*": ["1/40"] * 40}, "policy": "rheo",
+            "K": 3, "m": 1, "depth": 3, "budget": 6}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(case))
+    r = rheo("exact", str(path), "--timeout", "0.01")
+    assert r.returncode == 3 and "timeout" in r.stderr
+
+
+def test_help_teaches_the_format():
+    top = rheo("--help").stdout
+    assert "rheo exact" in top and "--json" in top and '"vocab_size"' in top
+    sub = rheo("exact", "--help").stdout
+    assert "exit status" in sub and '"*"' in sub and "float64" in sub
+    assert "20x" in rheo("bench", "exact", "--help").stdout
+    assert rheo("exact", "--list-examples", "--json").returncode == 0
+
+
+def test_bench_exact_runs_side_by_side(capsys):
+    from rheo.bench_exact import run_bench_exact
+    small = dict(n=3, policy="rheo", K=2, m=1, depth=2, budget=3, beam=2)
+    code = run_bench_exact(limit=0.2, as_json=True, progress=lambda m: None, case=small)
+    out = json.loads(capsys.readouterr().out)
+    c = out["comparison"]
+    assert c["same_answer"] and c["joint_draws"] >= 1 and c["naive_seconds"] > 0
+    assert out["largest_vocab"]["largest_n"] >= 4 and out["largest_depth"]["largest_depth"] >= 1
+    assert code == (0 if c["speedup"] >= 20 else 1)

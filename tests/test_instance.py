@@ -1,0 +1,83 @@
+"""SPEC section 2: the candidate pool of one expanded node."""
+from fractions import Fraction as F
+
+import pytest
+
+from rheo.reference import CaseError, make_instance
+
+
+def inst(q, **kw):
+    n = len(q)
+    base = dict(policy="rheo", K=3, m=1, depth=1, budget=3)
+    base.update(kw)
+    return make_instance(n, [F(1, n)] * n, q, **base)
+
+
+def test_leads_residual_fills_and_rheo_proxy():
+    laws = inst(["2/5", "1/5", "3/10", "1/10"]).node_laws(())
+    assert laws.ranked == [0, 2, 1, 3]
+    assert laws.leads == [0] and laws.residual_support == [2, 1, 3]
+    assert laws.residual == (0, F(1, 3), F(1, 2), F(1, 6))
+    assert laws.proxy == min(F(2, 5), F(3, 5))
+    assert laws.fills(2) == [1] and laws.fills(1) == [2] and laws.fills(3) == [2]
+    pool = laws.pool(3)
+    assert [(s, t, k) for s, t, k, _ in pool] == [(0, 0, "lead"), (1, 3, "sample"), (2, 2, "fill")]
+
+
+def test_m0_proxy_is_top_probability_plus_epsilon_capped_at_one():
+    assert inst(["2/5", "1/5", "3/10", "1/10"], m=0).node_laws(()).proxy == F(2, 5)
+    assert inst(["2/5", "1/5", "3/10", "1/10"], m=0, epsilon="1/10").node_laws(()).proxy == F(1, 2)
+    assert inst(["2/5", "1/5", "3/10", "1/10"], m=0, epsilon="1").node_laws(()).proxy == 1
+
+
+def test_residual_at_temperature_zero_is_one_hot_on_best_non_lead():
+    laws = inst(["2/5", "1/5", "3/10", "1/10"], temperature="0").node_laws(())
+    assert laws.residual == (0, 0, 1, 0)
+    assert laws.draws == [(2, 1)]
+
+
+def test_residual_is_restricted_then_tempered():
+    laws = inst(["1/2", "1/4", "1/4", "0"], temperature="1/2").node_laws(())
+    assert laws.residual == (0, F(1, 2), F(1, 2), 0)
+    laws = inst(["1/2", "1/6", "1/3", "0"], temperature="1/2").node_laws(())
+    assert laws.residual == (0, F(1, 5), F(4, 5), 0)
+
+
+def test_draft_top_k_truncates_before_everything():
+    laws = inst(["2/5", "1/5", "3/10", "1/10"], draft_top_k=2).node_laws(())
+    assert laws.q == (F(4, 7), 0, F(3, 7), 0)
+    assert laws.residual_support == [2]
+    assert laws.fills(2) == []
+
+
+def test_short_support_gives_short_pool():
+    laws = inst(["1/2", "1/2", "0", "0"], K=4, m=2).node_laws(())
+    assert laws.residual_support == [] and laws.pool(None) == [(0, 0, "lead", F(1, 2)), (1, 1, "lead", F(1, 2))]
+
+
+def test_topk_pool_is_first_k_ranked():
+    laws = inst(["2/5", "1/5", "3/10", "1/10"], policy="topk", K=2).node_laws(())
+    assert [(s, t) for s, t, _, _ in laws.pool()] == [(0, 0), (1, 2)]
+
+
+def test_self_and_constant_proxies():
+    laws = inst(["2/5", "1/5", "3/10", "1/10"], proxy="self").node_laws(())
+    assert laws.proxy is None and laws.sample_factor(3) == F(1, 10)
+    laws = inst(["2/5", "1/5", "3/10", "1/10"], proxy={"constant": "1/4"}).node_laws(())
+    assert laws.sample_factor(3) == F(1, 4)
+
+
+def test_missing_prefix_is_named():
+    i = make_instance(2, {"": ["1/2", "1/2"]}, {"": ["1/3", "2/3"]}, policy="rheo", K=2, m=0, depth=2, budget=2)
+    from rheo.reference import certify
+    with pytest.raises(CaseError, match=r'draft\["1"\]'):
+        certify(i)
+
+
+@pytest.mark.parametrize("kw,field", [({"m": 3}, "m"), ({"budget": 0}, "budget"), ({"K": 0}, "K"),
+                                      ({"proxy": {"constant": "3/2"}}, "proxy.constant"),
+                                      ({"tie_break": "id"}, "tie_break"), ({"verify": "x"}, "verify")])
+def test_bad_configuration_names_the_field(kw, field):
+    with pytest.raises(CaseError) as err:
+        inst(["1/2", "1/2"], **kw)
+    assert err.value.field == field

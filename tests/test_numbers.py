@@ -1,0 +1,57 @@
+"""SPEC sections 0-1: parsing, temperature, truncation and the target filters."""
+from decimal import Decimal
+from fractions import Fraction as F
+
+import pytest
+
+from rheo.reference.numbers import (CaseError, TargetFilters, Temperature, keep_min_p, keep_top_k, keep_top_p,
+                                    parse_exact, rank_order, temper)
+
+
+def test_json_numbers_read_as_the_decimal_they_print():
+    assert parse_exact(0.1, "x") == F(1, 10)
+    assert parse_exact(Decimal("0.3"), "x") == F(3, 10)
+    assert parse_exact("3/10", "x") == F(3, 10)
+    assert parse_exact(" 0.25 ", "x") == F(1, 4)
+
+
+@pytest.mark.parametrize("bad", ["abc", "1/0", True, None, [1]])
+def test_bad_probabilities_name_the_field(bad):
+    with pytest.raises(CaseError) as err:
+        parse_exact(bad, "draft[\"\"][1]")
+    assert err.value.field == "draft[\"\"][1]"
+
+
+def test_temperature_exact_forms():
+    assert Temperature.parse("1/3", exact=True).power == 3
+    assert Temperature.parse("0", exact=True).zero
+    assert Temperature.parse(1, exact=True).power == 1
+    with pytest.raises(CaseError, match="float64"):
+        Temperature.parse("0.7", exact=True)
+    with pytest.raises(CaseError, match=">= 0"):
+        Temperature.parse("-1", exact=False)
+    assert Temperature.parse("0.7", exact=False).value == pytest.approx(0.7)
+
+
+def test_temper_power_and_zero_with_ties_to_lowest_id():
+    p = (F(1, 3), F(1, 3), F(1, 3) * 0 + F(1, 3))
+    assert temper(p, Temperature.parse("0", True)) == (1, 0, 0)
+    q = (F(1, 4), F(3, 4))
+    assert temper(q, Temperature.parse("1/2", True)) == (F(1, 10), F(9, 10))
+    f = temper((0.25, 0.75, 0.0), Temperature.parse("0.5", False))
+    assert f == pytest.approx((0.1, 0.9, 0.0))
+
+
+def test_rank_order_and_top_k_ties_go_to_lower_id():
+    q = (F(1, 4), F(1, 4), F(1, 2), F(0))
+    assert rank_order(q) == [2, 0, 1]
+    assert keep_top_k(q, 2) == (F(1, 3), F(0), F(2, 3), F(0))
+
+
+def test_top_p_keeps_shortest_prefix_reaching_p_and_min_p_drops_small():
+    p = (F(1, 10), F(1, 2), F(3, 10), F(1, 10))
+    assert keep_top_p(p, F(1, 2)) == (0, 1, 0, 0)
+    assert keep_top_p(p, F(4, 5)) == (0, F(5, 8), F(3, 8), 0)
+    assert keep_top_p(p, F(9, 10)) == (F(1, 9), F(5, 9), F(3, 9), 0)  # tie 1/10: lower id first
+    assert keep_min_p(p, F(1, 4)) == (0, F(5, 8), F(3, 8), 0)
+    assert TargetFilters(top_k=3, top_p=F(4, 5)).apply(p) == (0, F(5, 8), F(3, 8), 0)

@@ -1,0 +1,76 @@
+"""SPEC section 7: the simulator consumes uniforms exactly as specified, and its decision
+structure has exactly the cycle law."""
+from fractions import Fraction as F
+
+from hypothesis import given
+
+from rheo.casefile import load_case
+from rheo.reference import (Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance,
+                            simulate_cycle, walk)
+from rheo.strategies import cases
+
+
+def abc(**kw):
+    base = dict(policy="rheo", K=3, m=1, depth=1, budget=2)
+    base.update(kw)
+    return make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], **base)
+
+
+def u(draw=(0,), sample=(0, 0), det=((0, 0, 0), (0, 0, 0)), final=(0, 0)):
+    return Uniforms(list(draw), list(sample), [list(r) for r in det], list(final))
+
+
+def test_draw_is_inverse_cdf_in_rank_order_first_mass_exceeding_u():
+    # r = (0, 3/5, 2/5): cumulative 3/5 then 1
+    assert simulate_cycle(abc(), u(draw=[F(1, 2)])).tree.expansions == [(0, (), 1)]
+    assert simulate_cycle(abc(), u(draw=[F(3, 5)])).tree.expansions == [(0, (), 2)]  # not "exceeds"
+    assert simulate_cycle(abc(), u(draw=[0.999])).tree.expansions == [(0, (), 2)]
+
+
+def test_coins_accept_iff_u_below_acceptance():
+    # Y = B: a = min(1, (1/2)/(3/5)) = 5/6
+    res = simulate_cycle(abc(), u(draw=[0], sample=[F(5, 6) - F(1, 100), 0], final=[0, F(1, 2)]))
+    assert res.output == (1, 1) and res.accepted == [(1,)]
+    assert res.decisions == [(("draw", 0), 1), (("sample", 0), True), (("final", 1), 1)]
+    # u = a rejects; the residual (p - r)^+ is all on A, the lead, which then accepts surely
+    res = simulate_cycle(abc(), u(draw=[0], sample=[F(5, 6), 0], det=[[F(99, 100)] * 3, [0] * 3], final=[0, 0]))
+    assert res.output == (0, 0)
+    assert res.decisions[1:3] == [(("sample", 0), False), (("det", 0, 0), True)]
+
+
+def test_correction_draw_uses_token_id_order():
+    # topk keeps A, B; p = (1/5, 1/2, 3/10): reject both coins, the correction is C
+    inst = abc(policy="topk", K=2)
+    res = simulate_cycle(inst, u(det=[[F(1, 5), F(5, 8)], [0, 0]], final=[0, 0]))
+    assert res.output == (2,)
+    assert [d[0] for d in res.decisions] == [("det", 0, 0), ("det", 0, 1), ("final", 0)]
+
+
+def test_expansions_numbered_root_first_then_layer_by_layer_in_order_key_order():
+    inst = make_instance(3, ["1/3"] * 3, ["1/2", "3/10", "1/5"], policy="rheo", K=3, m=1, depth=3, budget=4, beam=2)
+    res = simulate_cycle(inst, Uniforms([0.9, 0.1, 0.1, 0.1, 0.1], [0] * 4, [[0] * 3] * 4, [0] * 4))
+    prefixes = [pre for _, pre, _ in res.tree.expansions]
+    assert prefixes[0] == () and [e for e, _, _ in res.tree.expansions] == list(range(5))
+    # layer 1: lead A (1/2), sample C with proxy 1/2 (slot 1): expanded in that order
+    assert prefixes[1:3] == [(0,), (2,)]
+
+
+@given(cases(cap=300))
+def test_simulator_decision_law_equals_cycle_law(case):
+    inst = load_case(case)
+    one = inst.target_law(())[0] * 0 + 1
+    law: dict = {}
+    for prob, out in enumerate_choices(lambda ch: walk(inst, build_tree(inst, ch).labelled, ch)[0], one):
+        law[out] = law.get(out, 0) + prob
+    expected = {o: p for o, p in class_cycle_law(inst, count_draws=False).law.items() if p != 0}
+    assert law == expected
+
+
+@given(cases(cap=300))
+def test_pruned_tree_is_connected(case):
+    inst = load_case(case)
+    for _, tree in enumerate_choices(lambda ch: build_tree(inst, ch), 1):
+        paths = {n.slot_path for n in tree.pruned}
+        assert all(len(p) == 1 or p[:-1] in paths for p in paths)
+        assert len(tree.expansions) <= 1 + inst.config.B * (inst.config.depth - 1)
+        assert len(tree.pruned) == min(inst.config.budget, len(tree.recorded))
