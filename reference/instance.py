@@ -139,6 +139,8 @@ class Config:
                 raise CaseError("m", f"must be <= K-1 = {self.K - 1}, got {self.m}")
         if self.beam is not None:
             need_int("beam", self.beam, 1)
+            if self.beam > self.K:
+                raise CaseError("beam", f"must be <= K = {self.K} (a node has at most K children), got {self.beam}")
         if self.draft_top_k is not None:
             need_int("draft_top_k", self.draft_top_k, 1)
         if self.tie_break not in TIE_BREAKS:
@@ -240,17 +242,7 @@ class Instance:
         law = table(prefix)
         key = (table.name, prefix)
         if key not in self._checked:
-            where = f"{table.name}[\"{prefix_key(prefix)}\"]"
-            if len(law) != self.n:
-                raise CaseError(where, f"must have vocab_size = {self.n} entries, got {len(law)}")
-            if any(x < 0 for x in law):
-                raise CaseError(where, "has a negative probability; every entry must be >= 0")
-            total = sum(law)
-            if self.exact:
-                if total != 1:
-                    raise CaseError(where, f"must sum to exactly 1 in exact mode, sums to {total}")
-            elif abs(float(total) - 1.0) > 1e-9:
-                raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
+            check_law(law, self.n, self.exact, f"{table.name}[\"{prefix_key(prefix)}\"]")
             self._checked.add(key)
         return law
 
@@ -325,6 +317,21 @@ class Instance:
         """q(x_{m+1}) at this node: Lemma 1's lower bound for an identity-independent proxy."""
         laws = self.node_laws(prefix)
         return laws.q[laws.residual_support[0]] if laws.residual_support else None
+
+
+def check_law(law: Sequence, n: int, exact: bool, where: str) -> None:
+    """A probability vector: n entries, none negative, summing to 1 (within 1e-9 in float64)."""
+    if len(law) != n:
+        raise CaseError(where, f"must have vocab_size = {n} entries, got {len(law)}")
+    for i, x in enumerate(law):
+        if x < 0:
+            raise CaseError(f"{where}[{i}]", f"must be >= 0, got {x}")
+    total = sum(law)
+    if exact:
+        if total != 1:
+            raise CaseError(where, f"must sum to exactly 1 in exact mode, sums to {total}")
+    elif abs(float(total) - 1.0) > 1e-9:
+        raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
 
 
 def exact_law(values: Sequence, field: str) -> Law:

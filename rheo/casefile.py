@@ -17,8 +17,8 @@ from pathlib import Path
 
 import jsonschema
 
-from rheo.reference.instance import Instance, make_instance
-from rheo.reference.numbers import CaseError, Temperature, parse_exact
+from rheo.reference.instance import Instance, check_law, make_instance
+from rheo.reference.numbers import CaseError, parse_exact
 
 CONFIG_KEYS = ("policy", "K", "m", "depth", "budget", "beam", "proxy", "epsilon", "tie_break",
                "temperature", "draft_top_k", "verify", "draft_law", "arithmetic",
@@ -84,8 +84,11 @@ def _prefix_tuple(key: str, n: int, field: str):
     return toks
 
 
-def validate_case(case: dict) -> None:
-    """Structure (JSON Schema) and meaning; raises CaseError naming the first bad field."""
+def _check_structure(case: dict) -> None:
+    """JSON Schema, then what only a case file has: every listed vector and prefix key.
+
+    The configuration's meaning (m < K, temperatures, proxy ranges, ...) is checked once,
+    by ``Config.validate``, when the Instance is built."""
     if not isinstance(case, dict):
         raise CaseError("(case)", "a case file holds one JSON object")
     validator = jsonschema.Draft202012Validator(schema())
@@ -98,50 +101,25 @@ def validate_case(case: dict) -> None:
         for key, vec in case[name].items():
             field = f"{name}[\"{key}\"]"
             _prefix_tuple(key, n, field)
-            if len(vec) != n:
-                raise CaseError(field, f"must have vocab_size = {n} entries, got {len(vec)}")
-            vals = [parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)]
-            for i, v in enumerate(vals):
-                if v < 0:
-                    raise CaseError(f"{field}[{i}]", f"must be >= 0, got {vec[i]}")
-            total = sum(vals)
-            if exact and total != 1:
-                raise CaseError(field, f"must sum to exactly 1 in exact mode, sums to {total}")
-            if not exact and abs(float(total) - 1) > 1e-9:
-                raise CaseError(field, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
-    policy = case["policy"]
-    if policy == "rheo" and "m" not in case:
-        raise CaseError("m", "is required when policy is \"rheo\" (an integer 0 <= m <= K-1)")
-    if "m" in case and case["m"] >= case["K"]:
-        raise CaseError("m", f"must be <= K-1 = {case['K'] - 1}, got {case['m']}")
-    if "beam" in case and case["beam"] > case["K"]:
-        raise CaseError("beam", f"must be <= K = {case['K']} (a node has at most K children), got {case['beam']}")
-    Temperature.parse(case.get("temperature", "1"), exact)
-    proxy = case.get("proxy", "rheo")
-    if isinstance(proxy, dict) and "constant" in proxy:
-        c = parse_exact(proxy["constant"], "proxy.constant")
-        if not 0 < c <= 1:
-            raise CaseError("proxy.constant", f"must lie in (0, 1], got {proxy['constant']}")
+            check_law([parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)], n, exact, field)
+    proxy = case.get("proxy")
     if isinstance(proxy, dict) and "per_prefix" in proxy:
-        for key, v in proxy["per_prefix"].items():
+        for key in proxy["per_prefix"]:
             _prefix_tuple(key, n, f"proxy.per_prefix[\"{key}\"]")
-            if not 0 < parse_exact(v, f"proxy.per_prefix[\"{key}\"]") <= 1:
-                raise CaseError(f"proxy.per_prefix[\"{key}\"]", f"must lie in (0, 1], got {v}")
-    if parse_exact(case.get("epsilon", "0"), "epsilon") < 0:
-        raise CaseError("epsilon", f"must be >= 0, got {case['epsilon']}")
-    if case.get("target_top_p") is not None and not 0 < parse_exact(case["target_top_p"], "target_top_p") <= 1:
-        raise CaseError("target_top_p", f"must lie in (0, 1], got {case['target_top_p']}")
-    if case.get("target_min_p") is not None and not 0 <= parse_exact(case["target_min_p"], "target_min_p") <= 1:
-        raise CaseError("target_min_p", f"must lie in [0, 1], got {case['target_min_p']}")
 
 
 def load_case(case: dict) -> Instance:
-    """A validated case dict -> Instance."""
-    validate_case(case)
+    """A case dict -> Instance; raises CaseError naming the first bad field."""
+    _check_structure(case)
     config = {k: case[k] for k in CONFIG_KEYS if k in case and case[k] is not None}
     if case.get("policy") == "topk":
         config.pop("m", None)
     return make_instance(case["vocab_size"], case["target"], case["draft"], **config)
+
+
+def validate_case(case: dict) -> None:
+    """Raise CaseError naming the first bad field, or return None for a valid case."""
+    load_case(case)
 
 
 def parse_case_text(text: str, source: str = "case") -> dict:

@@ -115,8 +115,7 @@ def _progress(msg: str) -> None:
 
 def cmd_exact(args) -> int:
     from rheo.casefile import builtin_examples, load_case, read_case
-    from rheo.reference import CaseError, Deadline, Timeout, certify
-    from rheo.reference.certify import max_deviation
+    from rheo.reference import CaseError, Deadline, Timeout, certify, count_joint_draws
     from rheo.report import add_single_layer_facts, render
 
     examples = builtin_examples()
@@ -140,14 +139,11 @@ def cmd_exact(args) -> int:
         inst = load_case(case)
         deadline = Deadline(args.timeout, progress=_progress)
         report = certify(inst, args.enumerator, deadline, count_draws=False)
-        if args.enumerator == "naive":
-            pass  # the naive enumerator counts every joint draw itself
-        else:
-            from rheo.reference import count_joint_draws
+        if report.cycle.joint_draws is None:  # the naive enumerator counts its draws itself
             try:
                 report.cycle.joint_draws = count_joint_draws(inst, Deadline(args.count_timeout))
             except Timeout:
-                report.cycle.joint_draws = None
+                pass  # reported as null: "not counted"
         add_single_layer_facts(report)
     except CaseError as e:
         return _fail(str(e))
