@@ -158,7 +158,6 @@ class Report:
             "arithmetic": self.inst.config.arithmetic,
             "first_token_law": [f(x) for x in self.cycle.first_token_law(self.inst.n)],
             "cycle_law": law,
-            "seconds": round(self.seconds, 4),
         }
         out.update(self.extras)
         return out

@@ -47,7 +47,7 @@ def render(report: Report, case: dict, source: str) -> str:
         lines.append(f"  worst sequence {j['worst_sequence']}: continued law {j['worst_continued']} vs target {j['worst_target']}")
     draws = "not counted (over the time cap)" if j["joint_draws"] is None else j["joint_draws"]
     lines.append(f"tau = E|O| = {j['tau']}   root acceptance = {j['root_acceptance']}   "
-                 f"joint draws = {draws}   classes = {j['classes']}   ({j['enumerator']}, {j['seconds']:.3f} s)")
+                 f"joint draws = {draws}   classes = {j['classes']}   ({j['enumerator']}, {report.seconds:.3f} s)")
     if "theorem3" in j:
         t = j["theorem3"]
         lines.append(f"Theorem 3: closed form alpha = {t['alpha_closed_form']} "

@@ -119,8 +119,11 @@ def per_node_proxy_cases(draw, *, above_bound: bool, **kwargs):
     kwargs.setdefault("policies", ("rheo",))
     case = draw(cases(**kwargs))
     inst = load_case(case)
-    shares = draw(st.lists(st.sampled_from([Fraction(k, 8) for k in range(9)] if above_bound
-                                           else [Fraction(k, 8) for k in range(1, 8)]), min_size=1, max_size=3))
+    # a share t of the way from the bound to 1 (above), or of the bound itself (below)
+    share = st.fractions(min_value=0, max_value=1, max_denominator=12)
+    if not above_bound:
+        share = share.filter(lambda t: 0 < t < 1)
+    shares = draw(st.lists(share, min_size=1, max_size=3))
     salt = draw(st.integers(0, 3))
     table = {}
     for prefix in draft_prefixes(case):

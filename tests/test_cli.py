@@ -26,6 +26,9 @@ def test_exact_json_has_the_contract_fields():
     out = json.loads(r.stdout)
     for key in ("lossless", "max_abs_deviation", "worst_sequence", "tau", "joint_draws", "classes", "cycle_law"):
         assert key in out
+    # exact mode: every computed number is an exact rational string
+    assert all(isinstance(v, str) for v in out["cycle_law"].values())
+    assert not any(isinstance(v, float) for v in out.values())
     assert out["lossless"] is False and out["max_abs_deviation"] == "1/10"
     assert out["first_token_law"] == ["9/50", "7/10", "3/25"]
     assert out["tau"] == "47/25" and out["joint_draws"] == 2 and out["classes"] == 2
@@ -75,6 +78,15 @@ def test_json_flag_before_or_after_the_command():
         r = rheo(*args)
         assert json.loads(r.stdout)["lossless"] is True
     assert "commands" in json.loads(rheo("--json").stdout)
+
+
+def test_prefix_the_computation_needs_is_named(tmp_path):
+    case = {"vocab_size": 2, "target": {"": ["1/2", "1/2"], "*": ["1/2", "1/2"]}, "draft": {"": ["1/3", "2/3"]},
+            "policy": "rheo", "K": 2, "m": 0, "depth": 2, "budget": 3}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(case))
+    r = rheo("exact", str(path))
+    assert r.returncode == 2 and r.stderr.startswith('rheo: error: draft["1"]:'), r.stderr
 
 
 def test_missing_file_and_unknown_example_exit_2():
