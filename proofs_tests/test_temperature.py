@@ -26,15 +26,14 @@ def topk_twin(case):
     return twin
 
 
-@given(cases(cap=cap(), policies=("rheo",), temperatures=("0",), extra={"m": 0, "epsilon": "0"}))
+@given(cases(cap=cap(), policies=("rheo",), temperatures=("0",), m=0, extra={"epsilon": "0"}))
 def test_temperature_zero_m0_builds_the_topk_tree(case):
     rheo = only_tree(load_case(case))
     topk = only_tree(load_case(topk_twin(case)))
     assert token_tree(rheo) == token_tree(topk), describe(case)
 
 
-@given(cases(cap=cap(), policies=("rheo",), temperatures=("0",), min_vocab=2,
-             extra={"m": 1}).filter(lambda c: c["K"] >= 2))
+@given(cases(cap=cap(), policies=("rheo",), temperatures=("0",), m=1, min_K=2))
 def test_temperature_zero_m1_keeps_topk_candidates(case):
     """At T = 0 the m = 1 sample is x_2: every expanded node has Top-K's children tokens."""
     inst = load_case(case)
@@ -58,9 +57,7 @@ def test_temperature_zero_m1_proxy_changes_the_tree():
 
 def test_temperature_zero_m1_differs_from_topk_somewhere():
     from hypothesis import Phase, find, settings
-    strategy = cases(policies=("rheo",), temperatures=("0",), extra={"m": 1}, min_depth=2, max_depth=2,
-                     max_vocab=4).filter(
-        lambda c: c["K"] >= 2)
+    strategy = cases(policies=("rheo",), temperatures=("0",), m=1, min_K=2, min_depth=2, max_depth=2, max_vocab=4)
     case = find(strategy, lambda c: token_tree(only_tree(load_case(c))) != token_tree(only_tree(load_case(topk_twin(c)))),
                 settings=settings(max_examples=2000, database=None, derandomize=True, deadline=None,
                                   phases=[Phase.generate, Phase.shrink]))

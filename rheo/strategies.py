@@ -60,12 +60,20 @@ def _normalized(w) -> tuple:
 @st.composite
 def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4, max_depth: int = 3,
           temperatures=TEMPERATURES, sparse=(False, True), cap: int = DEFAULT_CAP, min_depth: int = 1,
-          draft_zeros: bool = True, filters: bool = False, extra=None, min_vocab: int = 2):
-    """A valid case dict. ``extra`` (a dict, or a strategy of dicts) is merged in last."""
+          draft_zeros: bool = True, filters: bool = False, extra=None, min_vocab: int = 2,
+          m: int | str | None = None, min_K: int = 1):
+    """A valid case dict. ``extra`` (a dict, or a strategy of dicts) is merged in last;
+    ``m`` fixes the number of leads (an int, or "K-1" for pools without fills)."""
     n = draw(st.integers(min_vocab, max_vocab))
     policy = draw(st.sampled_from(policies))
-    K = draw(st.integers(1, max_K))
-    m = draw(st.integers(0, K - 1)) if policy == "rheo" else 0
+    K = draw(st.integers(min_K, max_K))
+    if policy != "rheo":
+        m = 0
+    elif m == "K-1":
+        m = K - 1
+    elif m is None:
+        m = draw(st.integers(0, K - 1))
+    assume(m <= K - 1)
     depth = draw(st.integers(min_depth, max_depth))
     beam = draw(st.integers(1, K))
     while depth > min_depth and joint_draw_bound(n, policy, K, m, depth, 1) > cap:
