@@ -70,10 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "exactly, and compare the continued output law with the target law p_T on\n"
                     "every sequence of length depth+1 (SPEC sections 5 and 8).\n\n" + CASE_FORMAT,
         epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
+               "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
+               "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
+               "enumerator, arithmetic, first_token_law, cycle_law (\"0 2\" -> probability), case, and\n"
+               "at depth 1 theorem3 and root_optimum. Exact mode: numbers are rational strings.\n\n"
                "examples:\n"
-               "  rheo exact                              # the built-in SPEC section 6 case\n"
-               "  rheo exact --example abc-constant       # the paper's ad-hoc proxy breaks it\n"
-               "  rheo exact cases/some_case.json --json  # one JSON object on stdout\n"
+               "  rheo exact                                       # the built-in SPEC section 6 case\n"
+               "  rheo exact --example abc-constant                # the paper's ad-hoc proxy breaks it\n"
+               "  rheo exact cases/control-sample_last.json --json # a saved counterexample\n"
                "  rheo exact --list-examples")
     ex.add_argument("case", nargs="?", metavar="CASE.json", help="a case file (default: the built-in example \"abc\")")
     ex.add_argument("--example", metavar="NAME", help="run a built-in example case instead of a file")

@@ -21,7 +21,7 @@ _SLOW = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 def register() -> None:
     builtin_ci = settings.get_profile("ci")
     settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW)
-    settings.register_profile("ci", parent=builtin_ci, max_examples=60, deadline=None,
+    settings.register_profile("ci", parent=builtin_ci, max_examples=500, deadline=None,
                               suppress_health_check=_SLOW)
     settings.register_profile("deep", max_examples=1500, deadline=None, suppress_health_check=_SLOW)
     name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
