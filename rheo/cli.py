@@ -113,6 +113,14 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def emit(text: str) -> None:
+    """Print to stdout; a reader that went away (`| head`) is not an error."""
+    try:
+        print(text)
+    except BrokenPipeError:
+        pass
+
+
 def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -156,9 +164,9 @@ def cmd_exact(args) -> int:
     if args.json:
         out = report.to_json()
         out["case"] = case.get("name") or source
-        print(json.dumps(out))
+        emit(json.dumps(out))
     else:
-        print(render(report, case, source))
+        emit(render(report, case, source))
     return 0 if report.lossless else 1
 
 
@@ -170,6 +178,17 @@ def cmd_bench(args) -> int:
 
 
 def main(argv=None) -> int:
+    code = _main(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `rheo exact | head`: the reader left; keep the exit status
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # --json may stand before or after the command name
