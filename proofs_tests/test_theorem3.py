@@ -83,7 +83,6 @@ def test_theorem3_symbolic_proof_on_region(wp, wq, K, m):
     proof = prove_theorem3(wp, wq, K, m)
     assert proof.holds, (proof.enumerated, proof.closed_form)
     assert proof.region, "a region with no conditions would mean no branch was taken"
-    import sympy
     # the witness lies in the region (sanity of the recorded conditions)
     subs = dict(zip(proof.symbols, list(wp[:-1]) + list(wq[:-1])))
     assert all(bool(cond.subs(subs)) for cond in proof.region)

@@ -15,7 +15,7 @@ Names: ("draw", e), ("sample", d), ("det", d, j), ("final", d).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 

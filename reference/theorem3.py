@@ -100,7 +100,6 @@ def per_node_optimum_lp(p, sets: dict) -> float:
 
 def per_node_optimum_exact(p, sets: dict):
     """The same optimum in exact arithmetic: min over A subset of V of p(A) + Pr(C not in A)."""
-    n = len(p)
     zero = p[0] * 0
     relevant = sorted(set().union(*sets)) if sets else []
     best = None

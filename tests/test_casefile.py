@@ -62,7 +62,7 @@ def test_json_numbers_and_float_mode():
 def test_schema_is_a_valid_json_schema_and_examples_validate():
     import jsonschema
     jsonschema.Draft202012Validator.check_schema(schema())
-    for name, case in builtin_examples().items():
+    for case in builtin_examples().values():
         validate_case(case)
     assert {"abc", "abc-constant", "abc-full"} <= set(builtin_examples())
 
