@@ -52,6 +52,16 @@ def weight_vectors(draw, n: int, min_weight: int = 0, max_weight: int = 6):
     return tuple(w)
 
 
+@st.composite
+def dyadic_weight_vectors(draw, n: int):
+    """Weights summing to a power of two: the probabilities are exactly representable in
+    binary floating point, and so are products of a few of them."""
+    total = 2 ** draw(st.integers(1, 4))
+    cuts = sorted(draw(st.lists(st.integers(0, total), min_size=n - 1, max_size=n - 1)))
+    w = tuple(b - a for a, b in zip([0] + cuts, cuts + [total]))
+    return w
+
+
 def _normalized(w) -> tuple:
     total = sum(w)
     return tuple(Fraction(x, total) for x in w)
@@ -61,9 +71,10 @@ def _normalized(w) -> tuple:
 def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4, max_depth: int = 3,
           temperatures=TEMPERATURES, sparse=(False, True), cap: int = DEFAULT_CAP, min_depth: int = 1,
           draft_zeros: bool = True, filters: bool = False, extra=None, min_vocab: int = 2,
-          m: int | str | None = None, min_K: int = 1):
+          m: int | str | None = None, min_K: int = 1, dyadic_draft: bool = False):
     """A valid case dict. ``extra`` (a dict, or a strategy of dicts) is merged in last;
-    ``m`` fixes the number of leads (an int, or "K-1" for pools without fills)."""
+    ``m`` fixes the number of leads (an int, or "K-1" for pools without fills);
+    ``dyadic_draft`` makes every draft probability a dyadic rational (float-exact scores)."""
     n = draw(st.integers(min_vocab, max_vocab))
     policy = draw(st.sampled_from(policies))
     K = draw(st.integers(min_K, max_K))
@@ -88,8 +99,8 @@ def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4
 
     target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3,
                                 unique_by=_normalized))
-    draft_pool = draw(st.lists(weight_vectors(n, min_weight=0 if draft_zeros else 1), min_size=1, max_size=3,
-                               unique_by=_normalized))
+    draft_vectors = dyadic_weight_vectors(n) if dyadic_draft else weight_vectors(n, min_weight=0 if draft_zeros else 1)
+    draft_pool = draw(st.lists(draft_vectors, min_size=1, max_size=3, unique_by=_normalized))
     assume(not set(map(_normalized, target_pool)) & set(map(_normalized, draft_pool)))
     salt = draw(st.integers(0, 3))
 

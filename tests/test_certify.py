@@ -29,13 +29,36 @@ def test_max_deviation_equals_brute_force(case):
 
 
 @given(cases(cap=300))
-def test_float64_agrees_with_exact(case):
+def test_float64_is_lossless(case):
+    fl = certify(load_case({**case, "arithmetic": "float64"}), count_draws=False)
+    assert fl.lossless and float(fl.deviation.value) <= 1e-12
+
+
+@given(cases(cap=300, dyadic_draft=True))
+def test_float64_agrees_with_exact_when_scores_are_float_exact(case):
+    """With dyadic draft laws every path score is exact in float64, so both arithmetics
+    build the same trees (see the next test for what happens otherwise)."""
     exact = certify(load_case(case), count_draws=False)
     fl = certify(load_case({**case, "arithmetic": "float64"}), count_draws=False)
     assert fl.lossless and float(fl.deviation.value) <= 1e-12
     assert fl.cycle.classes == exact.cycle.classes
     for o, p in exact.cycle.law.items():
         assert abs(fl.cycle.law.get(o, 0.0) - float(p)) <= 1e-12
+
+
+def test_float64_breaks_exact_ties_by_rounding_and_stays_lossless():
+    """Nodes 1.0 and 0.1 both score exactly 2/9 (1/2 * 4/9 = 2/5 * 5/9); exact arithmetic
+    breaks the tie by slot path and keeps 0.1, float64 rounds 2/5 * 5/9 up and keeps 1.0.
+    Both are lossless: float64 is a different (valid) tree builder at exact ties."""
+    case = {"vocab_size": 3, "target": {"*": ["1/3", "1/3", "1/3"]},
+            "draft": {"": ["1/2", "2/5", "1/10"], "*": ["5/9", "4/9", "0"]},
+            "policy": "topk", "K": 2, "depth": 2, "budget": 4, "beam": 2}
+    exact = certify(load_case(case))
+    fl = certify(load_case({**case, "arithmetic": "float64"}))
+    assert exact.lossless and fl.lossless
+    kept = lambda r: sorted(n[0] for n in next(iter(r.cycle.trees)).nodes)  # noqa: E731
+    assert kept(exact) == [(0,), (0, 0), (0, 1), (1,)]
+    assert kept(fl) == [(0,), (0, 0), (1,), (1, 0)]
 
 
 def test_float64_any_temperature_is_lossless():
