@@ -56,11 +56,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def add_json_flag(parser: argparse.ArgumentParser, dest: str = "json") -> None:
+    """Every command takes --json (one JSON object on stdout instead of its table)."""
+    parser.add_argument("--json", action="store_true", dest=dest, help="print one JSON object on stdout")
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="rheo", description=MAIN_HELP, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"rheo {__version__}")
-    parser.add_argument("--json", action="store_true", dest="json_top", help="print one JSON object on stdout")
+    add_json_flag(parser, "json_top")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ex = sub.add_parser(
@@ -87,11 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long (exit 3)")
     ex.add_argument("--count-timeout", type=float, default=30.0, metavar="SECONDS",
                     help="time cap for counting joint draws (reported as null past it; default 30)")
-    ex.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_json_flag(ex)
 
     bench = sub.add_parser("bench", formatter_class=fmt, help="benchmarks (ratios measured side by side in one run)",
                            description="Benchmarks. Speed targets live here, never in timed tests.")
-    bench.add_argument("--json", action="store_true", dest="json_bench", help="print one JSON object on stdout")
+    add_json_flag(bench, "json_bench")
     bsub = bench.add_subparsers(dest="bench_command", parser_class=_Parser)
     be = bsub.add_parser(
         "exact", formatter_class=fmt,
@@ -104,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Progress goes to stderr; takes a few minutes at the default limit.")
     be.add_argument("--limit", type=float, default=60.0, metavar="SECONDS", help="time limit per certification (default 60)")
     be.add_argument("--skip-search", action="store_true", help="only the side-by-side comparison")
-    be.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_json_flag(be)
     return parser
 
 
