@@ -30,10 +30,6 @@ class Uniforms:
     u_final: Sequence
 
     @staticmethod
-    def sizes(K: int, B: int, D: int) -> dict:
-        return {"u_draw": 1 + B * (D - 1), "u_sample": D + 1, "u_det": (D + 1, K), "u_final": D + 1}
-
-    @staticmethod
     def random(rng, K: int, B: int, D: int) -> "Uniforms":
         """Fresh float64 uniforms from a numpy Generator."""
         return Uniforms(

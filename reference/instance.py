@@ -7,7 +7,7 @@ filters. Both are cached per prefix.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping, Sequence
 
@@ -117,9 +117,6 @@ class Config:
     @property
     def exact(self) -> bool:
         return self.arithmetic == "exact"
-
-    def with_(self, **changes) -> "Config":
-        return replace(self, **changes)
 
     def validate(self) -> None:
         def need_int(name, value, lo):

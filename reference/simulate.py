@@ -22,10 +22,6 @@ class CycleResult:
     accepted: list  # slot paths of the accepted nodes, root to leaf
     decisions: list  # (uniform name, outcome) in the order consumed
 
-    @property
-    def accepted_length(self) -> int:
-        return len(self.accepted)
-
 
 def simulate_cycle(inst: Instance, uniforms: Uniforms) -> CycleResult:
     chooser = UniformChooser(uniforms)

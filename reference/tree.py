@@ -68,8 +68,6 @@ class LabelledTree:
     def __len__(self):
         return len(self.nodes)
 
-    def to_json(self) -> list:
-        return [{"slot_path": list(p), "token": t, "kind": k} for p, t, k in self.nodes]
 
 
 @dataclass

@@ -2,7 +2,9 @@
 structure has exactly the cycle law."""
 from fractions import Fraction as F
 
+import numpy as np
 from hypothesis import given
+from hypothesis import strategies as st
 
 from rheo.casefile import load_case
 from rheo.reference import (Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance,
@@ -64,6 +66,21 @@ def test_simulator_decision_law_equals_cycle_law(case):
         law[out] = law.get(out, 0) + prob
     expected = {o: p for o, p in class_cycle_law(inst, count_draws=False).law.items() if p != 0}
     assert law == expected
+
+
+@given(cases(cap=300), st.integers(0, 2**32 - 1))
+def test_simulated_cycles_land_in_the_exact_law(case, seed):
+    """Random float64 uniforms: every simulated tree is a class, and every output an
+    outcome, of positive exact probability."""
+    inst = load_case(case)
+    law = class_cycle_law(inst, count_draws=False)
+    rng = np.random.default_rng(seed)
+    c = inst.config
+    for _ in range(20):
+        res = simulate_cycle(inst, Uniforms.random(rng, c.K, c.B, c.depth))
+        assert law.trees.get(res.tree.labelled, 0) > 0
+        assert law.law.get(res.output, 0) > 0
+        assert len(res.output) == len(res.accepted) + 1
 
 
 @given(cases(cap=300))
