@@ -23,7 +23,7 @@ FLOAT_TOLERANCE = 1e-12
 
 def target_sequence_probability(inst: Instance, seq: tuple):
     """p_T(Seq) = prod_i p_T(Seq_i | Seq_<i)."""
-    pr = inst.target_law(())[0] * 0 + 1
+    pr = inst.one
     for i, x in enumerate(seq):
         pr = pr * inst.target_law(seq[:i])[x]
     return pr
@@ -63,8 +63,7 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
     cannot beat the best so far.
     """
     L, n = inst.seq_len, inst.n
-    zero = inst.target_law(())[0] * 0
-    one = zero + 1
+    zero, one = inst.zero, inst.one
     extended = set()
     for o in law:
         for k in range(len(o)):
@@ -76,8 +75,7 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
         """max over continuations of length k of p_T(rest | s), with the lex-first argmax."""
         if k == 0:
             return one, ()
-        key = s
-        hit = max_path_memo.get(key)
+        hit = max_path_memo.get(s)
         if hit is not None:
             return hit
         p = inst.target_law(s)
@@ -90,7 +88,7 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
                     top, arg = val, (x,) + rest
         if top is None:  # cannot happen: p is a law
             top, arg = zero, (0,) * k
-        max_path_memo[key] = (top, arg)
+        max_path_memo[s] = (top, arg)
         return top, arg
 
     def rec(s: tuple, a, pt):

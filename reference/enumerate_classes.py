@@ -28,7 +28,7 @@ from itertools import product
 
 from .cycle import CycleLaw
 from .instance import Instance
-from .tree import LabelledTree, Node, children_of, order_key
+from .tree import LabelledTree, Node, children_of
 from .verify import verification_law
 
 
@@ -64,28 +64,34 @@ class _Explorer:
         self.deadline = deadline
         self.leaves = 0
         self.group = self.c.tie_break == "slot"
-        self.tie = self.c.tie_break
+        self._groups_at: dict = {}  # prefix -> draw groups (a function of the prefix only)
 
-    def key(self, n):
-        return order_key(n, self.tie)
+    @staticmethod
+    def key(n):
+        return n.key
 
     def run(self):
-        one = self.inst.node_laws(()).q[0] * 0 + 1
         st = _State()
-        st.recorded, st.layer, st.queue, st.d, st.prob, st.mult = [], [], [_ROOT], 1, one, 1
+        st.recorded, st.layer, st.queue, st.d, st.prob, st.mult = [], [], [_ROOT], 1, self.inst.one, 1
         self._run(st)
 
     def _dead(self, v: Node, recorded) -> bool:
-        kv = self.key(v)
+        kv = v.key
         ahead = 0
         for n in recorded:
-            if self.key(n) < kv:
+            if n.key < kv:
                 ahead += 1
                 if ahead >= self.c.budget:
                     return True
         return False
 
     def _groups(self, laws):
+        groups = self._groups_at.get(laws.prefix)
+        if groups is None:
+            groups = self._groups_at[laws.prefix] = self._make_groups(laws)
+        return groups
+
+    def _make_groups(self, laws):
         f = laws.fill_count
         pos = {u: i for i, u in enumerate(laws.residual_support)}
         singles = [([u], [m], m) for u, m in laws.draws if pos[u] < f or not self.group]
@@ -110,6 +116,8 @@ class _Explorer:
         tokens, masses, total = group
         kids = children_of(self.inst, v, tokens[0])
         if len(tokens) > 1:
+            # only in slot tie-break mode, where a node's key does not read its tokens,
+            # so the key made with tokens[0] holds for every member of the group
             g = _Group(tokens, masses, total)
             kids = [n._replace(prefix=n.prefix[:-1] + (g,)) if n.kind == "sample" else n for n in kids]
             st.mult *= len(tokens)

@@ -13,11 +13,10 @@ from .cycle import CycleLaw
 
 def naive_cycle_law(inst: Instance, deadline=None) -> CycleLaw:
     """E over every joint draw (r(Y) > 0) of Pr(O = o | tree), summed draw by draw."""
-    one = inst.node_laws(()).q[0] * 0 + 1
     law: dict = {}
     trees = set()
     draws = 0
-    for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), one):
+    for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), inst.one):
         draws += 1
         if deadline is not None:
             deadline.check(draws)

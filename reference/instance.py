@@ -17,7 +17,6 @@ from .numbers import (
     TargetFilters,
     Temperature,
     keep_top_k,
-    normalize,
     parse_exact,
     rank_order,
     temper,
@@ -26,6 +25,7 @@ from .numbers import (
 Prefix = tuple  # token ids relative to the cycle root; () is the root
 
 POLICIES = ("rheo", "topk")
+UNTEMPERED = Temperature("1", False, 1, 1.0)
 VERIFIERS = ("rheo", "sample_last", "class_law")
 DRAFT_LAWS = ("sampled", "dense", "untempered")
 TIE_BREAKS = ("slot", "token")
@@ -34,6 +34,18 @@ TIE_BREAKS = ("slot", "token")
 def prefix_key(prefix: Prefix) -> str:
     """The case-file key of a prefix: ids joined by ",", "" for the root."""
     return ",".join(str(t) for t in prefix)
+
+
+def parse_prefix(key: str, field: str = "prefix") -> Prefix:
+    """The inverse of ``prefix_key``: "0,2" -> (0, 2), "" -> ().
+
+    >>> parse_prefix("0,2"), parse_prefix("")
+    ((0, 2), ())
+    """
+    try:
+        return tuple(int(t) for t in key.split(",")) if key else ()
+    except ValueError:
+        raise CaseError(field, f"prefix keys are token ids joined by \",\", got {key!r}") from None
 
 
 class Table:
@@ -103,7 +115,7 @@ class Config:
     proxy: Proxy = Proxy()
     epsilon: object = Fraction(0)
     tie_break: str = "slot"
-    temperature: Temperature = Temperature("1", False, 1, 1.0)
+    temperature: Temperature = UNTEMPERED
     draft_top_k: int | None = None
     verify: str = "rheo"
     draft_law: str = "sampled"
@@ -225,10 +237,22 @@ class Instance:
         self._target_cache: dict = {}
         self._node_cache: dict = {}
         self._checked: set = set()
+        self._one = None
 
     @property
     def exact(self) -> bool:
         return self.config.exact
+
+    @property
+    def one(self):
+        """The number 1 in this instance's arithmetic (Fraction, float or symbolic)."""
+        if self._one is None:
+            self._one = self._checked_law(self.target, ())[0] * 0 + 1
+        return self._one
+
+    @property
+    def zero(self):
+        return self.one * 0
 
     @property
     def seq_len(self) -> int:
@@ -286,16 +310,16 @@ class Instance:
             lead_set = set(leads)
             laws.dense_residual = temper([zero if i in lead_set else x for i, x in enumerate(q_raw)], c.temperature)
         elif c.draft_law == "untempered":
-            laws.untempered_residual = normalize([x if i in in_u else zero for i, x in enumerate(q)])
+            laws.untempered_residual = residual_from(q, UNTEMPERED)
         return laws
 
     def _proxy_value(self, prefix: Prefix, laws: NodeLaws):
         c, p = self.config, self.config.proxy
         q, ranked = laws.q, laws.ranked
-        one = q[0] * 0 + 1
+        one = self.one
         if p.kind == "rheo":
             if c.m >= 1:
-                z = one - sum((q[x] for x in laws.leads), q[0] * 0)
+                z = one - sum((q[x] for x in laws.leads), self.zero)
                 return min(q[laws.leads[-1]], z)
             return min(q[ranked[0]] + c.epsilon, one)
         if p.kind == "constant":
@@ -355,7 +379,7 @@ def make_instance(vocab_size: int, target, draft, **config) -> Instance:
                 if k == "*":
                     default = conv(v, f"{name}[\"*\"]")
                 else:
-                    key = tuple(k) if not isinstance(k, str) else tuple(int(t) for t in k.split(",") if t != "")
+                    key = tuple(k) if not isinstance(k, str) else parse_prefix(k, name)
                     laws[key] = conv(v, f"{name}[\"{prefix_key(key)}\"]")
             return Table(name, laws, default)
         return Table.constant(name, conv(spec, name))
@@ -374,7 +398,7 @@ def make_instance(vocab_size: int, target, draft, **config) -> Instance:
         elif isinstance(proxy, Mapping) and "per_prefix" in proxy:
             tab = {}
             for k, v in proxy["per_prefix"].items():
-                key = None if k == "*" else tuple(int(t) for t in k.split(",") if t != "")
+                key = None if k == "*" else parse_prefix(k, "proxy.per_prefix")
                 tab[key] = num(v, f"proxy.per_prefix[\"{k}\"]")
             proxy = Proxy("per_prefix", table=tab)
         elif callable(proxy):

@@ -16,12 +16,14 @@ from .instance import Instance
 
 class Node(NamedTuple):
     """A recorded draft node. ``prefix`` is its token path from the root (the node's token
-    is ``prefix[-1]``); ``slot_path`` the slot indices from the root."""
+    is ``prefix[-1]``); ``slot_path`` the slot indices from the root; ``key`` its order key
+    (``order_key``), computed once when the node is made."""
 
     slot_path: tuple
     prefix: tuple
     kind: str  # "lead" | "sample" | "fill"
     score: object
+    key: tuple
 
     @property
     def depth(self) -> int:
@@ -32,11 +34,10 @@ class Node(NamedTuple):
         return self.prefix[-1]
 
 
-def order_key(node: Node, tie_break: str = "slot"):
+def order_key(score, slot_path: tuple, prefix: tuple, tie_break: str = "slot") -> tuple:
     """(score desc, depth asc, slot path asc); tie_break "token" uses the token path
     instead of the slot path (a wrong-on-purpose variant)."""
-    path = node.slot_path if tie_break == "slot" else node.prefix
-    return (-node.score, len(node.slot_path), path)
+    return (-score, len(slot_path), slot_path if tie_break == "slot" else prefix)
 
 
 class LabelledTree:
@@ -85,9 +86,13 @@ def children_of(inst: Instance, parent: Node | None, y) -> list[Node]:
     """The pool of ``parent`` (None = root) for draw Y = y, as nodes."""
     prefix = () if parent is None else parent.prefix
     path = () if parent is None else parent.slot_path
-    score = inst.node_laws(prefix).q[0] * 0 + 1 if parent is None else parent.score
-    return [Node(path + (s,), prefix + (tok,), kind, score * factor)
-            for s, tok, kind, factor in inst.node_laws(prefix).pool(y)]
+    score = inst.one if parent is None else parent.score
+    tie = inst.config.tie_break
+    out = []
+    for s, tok, kind, factor in inst.node_laws(prefix).pool(y):
+        p, pre, sc = path + (s,), prefix + (tok,), score * factor
+        out.append(Node(p, pre, kind, sc, order_key(sc, p, pre, tie)))
+    return out
 
 
 def build_tree(inst: Instance, chooser) -> Tree:
@@ -104,7 +109,7 @@ def build_tree(inst: Instance, chooser) -> Tree:
         return children_of(inst, parent, y)
 
     def key(n):
-        return order_key(n, c.tie_break)
+        return n.key
 
     layer = expand(None)
     recorded = list(layer)

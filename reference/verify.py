@@ -59,7 +59,7 @@ def steps_at(inst: Instance, prefix: tuple, kids: list) -> list[Step]:
     return [stochastic] + dets
 
 
-def _after_rejection(w, step: Step, one):
+def _after_rejection(w, step: Step):
     """Residual target law after rejecting ``step`` (SPEC 4 steps 3 and 4)."""
     if step.kind == "stochastic":
         rest = positive_part_difference(w, step.law)
@@ -85,7 +85,7 @@ def verification_law(inst: Instance, tree: LabelledTree) -> dict:
 
 def _node_law(inst: Instance, tree: LabelledTree, path: tuple, prefix: tuple) -> dict:
     p = inst.target_law(prefix)
-    one = p[0] * 0 + 1
+    one = inst.one
     kids = tree.children(path)
     out: dict = {}
     if not kids:  # step 1: bonus token
@@ -104,7 +104,7 @@ def _node_law(inst: Instance, tree: LabelledTree, path: tuple, prefix: tuple) ->
         mass = mass * (one - a)
         if not mass > 0:
             return out
-        w = _after_rejection(w, step, one)
+        w = _after_rejection(w, step)
         if w is None:
             return out
     for t, x in enumerate(w):  # step 5: correction token
@@ -122,7 +122,7 @@ def walk(inst: Instance, tree: LabelledTree, chooser) -> tuple[tuple, list]:
     while True:
         d = len(path)
         p = inst.target_law(prefix)
-        one = p[0] * 0 + 1
+        one = inst.one
         kids = tree.children(path)
         w = p
         moved = False
@@ -140,7 +140,7 @@ def walk(inst: Instance, tree: LabelledTree, chooser) -> tuple[tuple, list]:
                 accepted.append(path)
                 moved = True
                 break
-            w = _after_rejection(w, step, one)
+            w = _after_rejection(w, step)
             if w is None:  # rejection of a probability-1 acceptance: cannot happen exactly
                 raise ArithmeticError("rejected a step whose acceptance probability rounds to 1")
         if moved:

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import jsonschema
 
-from rheo.reference.instance import Instance, check_law, make_instance
+from rheo.reference.instance import Instance, check_law, make_instance, parse_prefix
 from rheo.reference.numbers import CaseError, parse_exact
 
 CONFIG_KEYS = ("policy", "K", "m", "depth", "budget", "beam", "proxy", "epsilon", "tie_break",
                "temperature", "draft_top_k", "verify", "draft_law", "arithmetic",
                "target_top_k", "target_top_p", "target_min_p")
-META_KEYS = ("name", "description", "expected")
 
 
 @lru_cache(maxsize=1)
@@ -74,18 +73,16 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     return CaseError(where, err.message)
 
 
-def _prefix_tuple(key: str, n: int, field: str):
-    if key == "*":
-        return "*"
-    toks = tuple(int(t) for t in key.split(",")) if key else ()
-    for t in toks:
-        if t >= n:
-            raise CaseError(field, f"prefix \"{key}\" names token {t}, but vocab_size is {n}")
-    return toks
+def _check_prefix_key(key: str, n: int, field: str) -> None:
+    if key != "*":
+        for t in parse_prefix(key, field):
+            if t >= n:
+                raise CaseError(field, f"prefix \"{key}\" names token {t}, but vocab_size is {n}")
 
 
-def _check_structure(case: dict) -> None:
+def _checked_tables(case: dict) -> dict:
     """JSON Schema, then what only a case file has: every listed vector and prefix key.
+    Returns the target and draft tables with their entries parsed to exact rationals.
 
     The configuration's meaning (m < K, temperatures, proxy ranges, ...) is checked once,
     by ``Config.validate``, when the Instance is built."""
@@ -97,24 +94,28 @@ def _check_structure(case: dict) -> None:
         raise _schema_error(err)
     n = case["vocab_size"]
     exact = case.get("arithmetic", "exact") == "exact"
-    for name in ("target", "draft"):
+    tables: dict = {"target": {}, "draft": {}}
+    for name in tables:
         for key, vec in case[name].items():
             field = f"{name}[\"{key}\"]"
-            _prefix_tuple(key, n, field)
-            check_law([parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)], n, exact, field)
+            _check_prefix_key(key, n, field)
+            law = [parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)]
+            check_law(law, n, exact, field)
+            tables[name][key] = law
     proxy = case.get("proxy")
     if isinstance(proxy, dict) and "per_prefix" in proxy:
         for key in proxy["per_prefix"]:
-            _prefix_tuple(key, n, f"proxy.per_prefix[\"{key}\"]")
+            _check_prefix_key(key, n, f"proxy.per_prefix[\"{key}\"]")
+    return tables
 
 
 def load_case(case: dict) -> Instance:
     """A case dict -> Instance; raises CaseError naming the first bad field."""
-    _check_structure(case)
+    tables = _checked_tables(case)
     config = {k: case[k] for k in CONFIG_KEYS if k in case and case[k] is not None}
     if case.get("policy") == "topk":
         config.pop("m", None)
-    return make_instance(case["vocab_size"], case["target"], case["draft"], **config)
+    return make_instance(case["vocab_size"], tables["target"], tables["draft"], **config)
 
 
 def validate_case(case: dict) -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rheo.casefile import compact_tables, dump_case, load_case, to_json_number
 from rheo.reference import certify
+from rheo.reference.instance import parse_prefix, prefix_key
 from rheo.strategies import cases, per_node_proxy_cases
 
 
@@ -78,10 +79,10 @@ def compact_vocab(case: dict) -> dict:
     new_id = {t: i for i, t in enumerate(keep)}
 
     def key(k):
-        if k == "*" or k == "":
+        if k == "*":
             return k
-        toks = [int(t) for t in k.split(",")]
-        return None if any(t not in new_id for t in toks) else ",".join(str(new_id[t]) for t in toks)
+        toks = parse_prefix(k)
+        return None if any(t not in new_id for t in toks) else prefix_key(tuple(new_id[t] for t in toks))
 
     out = dict(case, vocab_size=len(keep))
     for name in ("target", "draft"):
@@ -96,12 +97,12 @@ def compact_vocab(case: dict) -> dict:
 
 
 def corpus_entry(control: Control, case: dict) -> dict:
+    report = certify(load_case(case))
     small = compact_vocab(case)
     if small is not case:
-        before, after = certify(load_case(case)), certify(load_case(small))
-        if after.deviation.value == before.deviation.value and not after.lossless:
-            case = small
-    report = certify(load_case(case))
+        smaller = certify(load_case(small))
+        if smaller.deviation.value == report.deviation.value and not smaller.lossless:
+            case, report = small, smaller
     out = {"name": f"control-{control.name}",
            "description": f"Negative control: {control.what}. Shrunk by Hypothesis; NOT lossless.",
            **compact_tables(case)}

@@ -60,9 +60,8 @@ def test_expansions_numbered_root_first_then_layer_by_layer_in_order_key_order()
 @given(cases(cap=300))
 def test_simulator_decision_law_equals_cycle_law(case):
     inst = load_case(case)
-    one = inst.target_law(())[0] * 0 + 1
     law: dict = {}
-    for prob, out in enumerate_choices(lambda ch: walk(inst, build_tree(inst, ch).labelled, ch)[0], one):
+    for prob, out in enumerate_choices(lambda ch: walk(inst, build_tree(inst, ch).labelled, ch)[0], inst.one):
         law[out] = law.get(out, 0) + prob
     expected = {o: p for o, p in class_cycle_law(inst, count_draws=False).law.items() if p != 0}
     assert law == expected

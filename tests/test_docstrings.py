@@ -1,0 +1,13 @@
+"""The worked examples in docstrings are run, so they cannot drift from the code."""
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["rheo.reference", "rheo.reference.numbers", "rheo.reference.instance", "rheo.reference.generate"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
