@@ -162,19 +162,19 @@ class Report:
 
 
 def cycle_law(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
-              count_draws: bool = True) -> CycleLaw:
+              count_draws: bool = True, count_seconds: float | None = None) -> CycleLaw:
     """Pr(O = o) for every output o, by the class enumerator (default) or the naive one."""
     if enumerator == "naive":
         return naive_cycle_law(inst, deadline)
     if enumerator == "classes":
-        return class_cycle_law(inst, count_draws=count_draws, deadline=deadline)
+        return class_cycle_law(inst, count_draws, deadline, count_seconds)
     raise ValueError(f"enumerator must be \"classes\" or \"naive\", got {enumerator!r}")
 
 
 def certify(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
-            count_draws: bool = True) -> Report:
+            count_draws: bool = True, count_seconds: float | None = None) -> Report:
     """Cycle law, deviation from p_T over V^(D+1), tau: everything SPEC 5 certifies."""
     t0 = time.perf_counter()
-    law = cycle_law(inst, enumerator, deadline, count_draws)
+    law = cycle_law(inst, enumerator, deadline, count_draws, count_seconds)
     dev = max_deviation(inst, law.law)
     return Report(inst, law, dev, time.perf_counter() - t0)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from itertools import product
 
-from .cycle import CycleLaw
+from .cycle import CycleLaw, Deadline, Timeout
 from .instance import Instance
 from .tree import LabelledTree, Node, children_of
 from .verify import verification_law
@@ -209,8 +209,12 @@ def count_joint_draws(inst: Instance, deadline=None) -> int:
     return total
 
 
-def class_cycle_law(inst: Instance, count_draws: bool = True, deadline=None) -> CycleLaw:
-    """The cycle law summed over classes (distinct labelled pruned trees)."""
+def class_cycle_law(inst: Instance, count_draws: bool = True, deadline=None,
+                    count_seconds: float | None = None) -> CycleLaw:
+    """The cycle law summed over classes (distinct labelled pruned trees).
+
+    Counting joint draws grows exponentially with depth; with ``count_seconds`` it stops
+    after that long and ``joint_draws`` is None (the law itself is unaffected)."""
     trees: dict = {}
 
     def leaf(nodes, prob, mult):
@@ -225,5 +229,11 @@ def class_cycle_law(inst: Instance, count_draws: bool = True, deadline=None) -> 
             deadline.check(i, "classes verified")
         for seq, pr in verification_law(inst, tree).items():
             law[seq] = law.get(seq, 0) + pt * pr
-    draws = count_joint_draws(inst, deadline) if count_draws else None
+    draws = None
+    if count_draws:
+        try:
+            draws = count_joint_draws(inst, deadline if count_seconds is None else Deadline(count_seconds))
+        except Timeout:
+            if count_seconds is None:
+                raise
     return CycleLaw(law, joint_draws=draws, classes=len(trees), enumerator="classes", trees=trees)

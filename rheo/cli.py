@@ -132,16 +132,15 @@ def _progress(msg: str) -> None:
 
 def cmd_exact(args) -> int:
     from rheo.casefile import builtin_examples, load_case, read_case
-    from rheo.reference import CaseError, Deadline, Timeout, certify, count_joint_draws
+    from rheo.reference import CaseError, Deadline, Timeout, certify
     from rheo.report import add_single_layer_facts, render
 
     examples = builtin_examples()
     if args.list_examples:
         if args.json:
-            print(json.dumps({name: case.get("description", "") for name, case in examples.items()}))
+            emit(json.dumps({name: case.get("description", "") for name, case in examples.items()}))
         else:
-            for name, case in examples.items():
-                print(f"{name:<16} {case.get('description', '')}")
+            emit("\n".join(f"{name:<16} {case.get('description', '')}" for name, case in examples.items()))
         return 0
     if args.case and args.example:
         return _fail("give either CASE.json or --example NAME, not both")
@@ -155,12 +154,7 @@ def cmd_exact(args) -> int:
             case, source = examples[name], f"built-in example {name}"
         inst = load_case(case)
         deadline = Deadline(args.timeout, progress=_progress)
-        report = certify(inst, args.enumerator, deadline, count_draws=False)
-        if report.cycle.joint_draws is None:  # the naive enumerator counts its draws itself
-            try:
-                report.cycle.joint_draws = count_joint_draws(inst, Deadline(args.count_timeout))
-            except Timeout:
-                pass  # reported as null: "not counted"
+        report = certify(inst, args.enumerator, deadline, count_seconds=args.count_timeout)
         add_single_layer_facts(report)
     except CaseError as e:
         return _fail(str(e))

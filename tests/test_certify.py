@@ -66,3 +66,12 @@ def test_float64_any_temperature_is_lossless():
             "policy": "rheo", "K": 2, "m": 1, "depth": 2, "budget": 3, "temperature": 0.7, "arithmetic": "float64"}
     r = certify(load_case(case))
     assert r.lossless and 1 < r.tau < 3
+
+
+def test_counting_joint_draws_can_be_capped_without_touching_the_law():
+    from rheo.reference.generate import hashed_instance
+    inst = lambda: hashed_instance(4, 0, policy="rheo", K=3, m=1, depth=5, budget=10)  # noqa: E731
+    capped = certify(inst(), count_seconds=1e-4)
+    full = certify(inst(), count_seconds=60)
+    assert capped.cycle.joint_draws is None and full.cycle.joint_draws == 3 ** 13
+    assert capped.cycle.law == full.cycle.law and capped.lossless
