@@ -1,5 +1,29 @@
-"""rheo.fastpath: the batched torch implementation (SPEC sections 1-4 and 7).
+"""rheo.fastpath: RheoSampling in batched PyTorch (SPEC sections 1-4 and 7), any device.
 
-Not built yet: it lands with the fastpath issue, and will be tested decision by decision
-against ``rheo.reference.simulate_cycle``. Nothing is exported until then.
+It computes exactly what ``rheo.reference`` computes: decision by decision on the same
+uniforms in float64 (tests/test_fastpath_differential.py), and in law (the statistical
+tests). float32 is the default working dtype; path scores are always float64.
+
+Glossary: *lead* x_1..x_m deterministic top tokens; *sample* Y drawn from the *residual*
+law beyond the leads; *fill* the best-ranked residual tokens after Y; *proxy* the sample's
+construction factor; *order key* (score desc, depth asc, slot path asc); *budget* R nodes
+kept by pruning; *cycle* one draft-verify round.
+
+Entry points: ``run_cycle(model, FastConfig(...), temperature)`` or the two halves
+``build_tree`` (-> ``DraftTree``, the tensors serving engines use) and ``verify``
+(-> ``VerifyResult``); models implement ``SpecModel``.
 """
+from .config import FastConfig
+from .cycle import run_cycle
+from .laws import TargetFilters, inverse_cdf, ranked_topk, target_law, tempered
+from .models import HashTableModel, PrefixTableModel, ReferenceTableModel, SpecModel, law_logits, reference_config
+from .tree import FILL, LEAD, PAD, SAMPLE, DraftQuery, DraftTree, build_tree, expand
+from .uniforms import Uniforms
+from .verify import VerifyResult, verify
+
+__all__ = [
+    "FILL", "LEAD", "PAD", "SAMPLE", "DraftQuery", "DraftTree", "FastConfig", "HashTableModel",
+    "PrefixTableModel", "ReferenceTableModel", "SpecModel", "TargetFilters", "Uniforms", "VerifyResult", "build_tree", "expand",
+    "inverse_cdf", "law_logits", "ranked_topk", "reference_config", "run_cycle", "target_law", "tempered",
+    "verify",
+]

@@ -1,0 +1,128 @@
+"""Laws on logits, batched (SPEC sections 0 and 1).
+
+Everything here is the torch reading of ``rheo.reference.numbers``:
+
+- ``ranked_topk(x, k)`` = ``rank_order`` + ``keep_top_k``: the k largest entries ordered by
+  (value desc, id asc). ``torch.topk`` promises no order among ties, so ties at the
+  k-th place are settled here explicitly (lower id first).
+- ``tempered(logits, T)`` = ``temper``: softmax(logits / T), T = 0 the one-hot on the
+  argmax (lowest id on ties), a temperature per row.
+- ``target_law(logits, T, filters)`` = ``Instance.target_law``: p_T then top_k, top_p,
+  min_p, each followed by renormalization.
+- ``inverse_cdf(probs, u)``: the first entry whose cumulative mass exceeds u (SPEC 7),
+  skipping zero-mass entries; rounding near 1 falls back to the last entry with mass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest entries of ``x`` [..., V] ordered by (value desc, id asc).
+
+    Returns (values [..., k], ids [..., k]); k >= V sorts the whole row.
+
+    >>> v, i = ranked_topk(torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0]), 2)
+    >>> i.tolist()
+    [1, 2]
+    """
+    V = x.shape[-1]
+    if k >= V:
+        return torch.sort(x, dim=-1, descending=True, stable=True)
+    vals, ids = torch.topk(x, k + 1, dim=-1, sorted=True)
+    thr = vals[..., k - 1]
+    tie = (vals[..., k] == thr) & torch.isfinite(thr)  # a tie straddles the k-th place
+    vals, ids = vals[..., :k].contiguous(), ids[..., :k].contiguous()
+    if bool(tie.any()):
+        rows = tie.nonzero(as_tuple=True)
+        xr, tr = x[rows], thr[rows].unsqueeze(-1)  # [t, V], [t, 1]
+        above = xr > tr
+        need = k - above.sum(-1, keepdim=True)
+        equal = xr == tr
+        keep = above | (equal & (torch.cumsum(equal.to(torch.int64), -1) <= need))
+        # kept ids in ascending id order: stable sort puts keep=True (key 0) first
+        kept = torch.sort((~keep).to(torch.uint8), dim=-1, stable=True).indices[..., :k]
+        ids[rows] = kept
+        vals[rows] = xr.gather(-1, kept)
+    # (value desc, id asc): sort by id, then a stable sort by value
+    ids, perm = torch.sort(ids, dim=-1)
+    vals = vals.gather(-1, perm)
+    vals, perm = torch.sort(vals, dim=-1, descending=True, stable=True)
+    return vals, ids.gather(-1, perm)
+
+
+def _per_row(T: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Temperatures [b] broadcast against ``like`` [b, ..., V]."""
+    return T.to(like.dtype).reshape(T.shape + (1,) * (like.dim() - T.dim()))
+
+
+def tempered(logits: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
+    """softmax(logits / T) per row; T = 0 rows are the one-hot on the argmax (SPEC 0).
+
+    logits: [b, ..., V] (-inf = no mass); T: [b]. Returns probabilities, same shape.
+    """
+    Tb = _per_row(T, logits)
+    zero = Tb == 0
+    probs = torch.softmax(logits / torch.where(zero, torch.ones_like(Tb), Tb), dim=-1)
+    if bool(zero.any()):
+        hot = torch.zeros_like(probs).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        probs = torch.where(zero, hot, probs)
+    return probs
+
+
+def _renormalized(p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    p = torch.where(keep, p, torch.zeros_like(p))
+    return p / p.sum(-1, keepdim=True)
+
+
+@dataclass(frozen=True)
+class TargetFilters:
+    """Serving-engine filters after temperature, in this order (SPEC 0). None = off."""
+
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.top_k is not None or self.top_p is not None or self.min_p is not None
+
+    def apply(self, p: torch.Tensor) -> torch.Tensor:
+        """Filter normalized laws p: [..., V]."""
+        if self.top_k is not None and self.top_k < p.shape[-1]:
+            _, ids = ranked_topk(p, self.top_k)
+            keep = torch.zeros_like(p, dtype=torch.bool).scatter_(-1, ids, True)
+            p = _renormalized(p, keep)
+        if self.top_p is not None:
+            vals, ids = torch.sort(p, dim=-1, descending=True, stable=True)  # (prob desc, id asc)
+            before = torch.cumsum(vals, -1) - vals  # mass of the better-ranked tokens
+            keep_sorted = (before < self.top_p) & (vals > 0)
+            keep = torch.zeros_like(keep_sorted).scatter_(-1, ids, keep_sorted)
+            p = _renormalized(p, keep)
+        if self.min_p is not None:
+            p = _renormalized(p, p >= self.min_p * p.amax(-1, keepdim=True))
+        return p
+
+
+def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = TargetFilters()) -> torch.Tensor:
+    """p_T with the target filters (SPEC 0): logits [b, ..., V], T [b] -> probabilities."""
+    p = tempered(logits, T)
+    return filters.apply(p) if filters.active else p
+
+
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Index of the first entry whose cumulative mass exceeds u (SPEC 7).
+
+    probs: [..., n] (nonnegative, summing to ~1); u: [...] in [0, 1). Zero-mass entries are
+    never chosen; if rounding leaves the total below u, the last entry with mass wins.
+
+    >>> inverse_cdf(torch.tensor([0.5, 0.0, 0.5]), torch.tensor(0.7)).item()
+    2
+    """
+    cum = torch.cumsum(probs, -1)
+    idx = (cum <= u.unsqueeze(-1)).sum(-1)
+    n = probs.shape[-1]
+    last = n - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
+    return torch.where(idx >= n, last, idx)
