@@ -65,8 +65,12 @@ def tempered(logits: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     """
     Tb = _per_row(T, logits)
     zero = Tb == 0
-    probs = torch.softmax(logits / torch.where(zero, torch.ones_like(Tb), Tb), dim=-1)
-    if bool(zero.any()):
+    any_zero = bool(zero.any())
+    if bool((Tb == 1).all()):
+        probs = torch.softmax(logits, dim=-1)
+    else:
+        probs = torch.softmax(logits / (torch.where(zero, torch.ones_like(Tb), Tb) if any_zero else Tb), dim=-1)
+    if any_zero:
         hot = torch.zeros_like(probs).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
         probs = torch.where(zero, hot, probs)
     return probs
@@ -115,14 +119,31 @@ def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = T
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Index of the first entry whose cumulative mass exceeds u (SPEC 7).
 
-    probs: [..., n] (nonnegative, summing to ~1); u: [...] in [0, 1). Zero-mass entries are
-    never chosen; if rounding leaves the total below u, the last entry with mass wins.
+    probs: [..., n] nonnegative (unnormalized is fine with u scaled by the total); u: [...].
+    Zero-mass entries are never chosen; if rounding leaves the total below u, the last
+    entry with mass wins.
 
     >>> inverse_cdf(torch.tensor([0.5, 0.0, 0.5]), torch.tensor(0.7)).item()
     2
     """
     cum = torch.cumsum(probs, -1)
-    idx = (cum <= u.unsqueeze(-1)).sum(-1)
+    idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
     n = probs.shape[-1]
-    last = n - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
-    return torch.where(idx >= n, last, idx)
+    over = idx >= n
+    if bool(over.any()):
+        last = n - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
+        idx = torch.where(over, last, idx)
+    return idx
+
+
+def target_weights(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = TargetFilters()):
+    """p_T as (w, Z) with p_T = w / Z, for the verifier's running residual: ``logits``
+    [n, V] is a copy the caller owns (the temperature is applied in place). Equals
+    ``target_law``; the verifier keeps Z as it removes mass, so nothing is renormalized."""
+    if filters.active or bool((T == 0).any()):
+        p = target_law(logits, T, filters)
+        return p, torch.ones_like(p[:, 0])
+    if not bool((T == 1).all()):
+        logits.div_(T.to(logits.dtype).unsqueeze(1))
+    logits.sub_(logits.amax(-1, keepdim=True)).exp_()  # in place: no new [n, V] buffer
+    return logits, logits.sum(-1)

@@ -98,11 +98,14 @@ class HashTableModel(_TableBase):
     target row = ``scale`` * N(0, 1) logits; draft row = the same row + ``draft_noise`` *
     N(0, 1) (0: the draft is the target); ``zero_fraction`` of the entries get -inf (no
     mass; at least the row's first entry stays finite). ``rows`` distinct laws per side.
-    Forwards are a row gather, so a cycle's time is the algorithm's.
+    Forwards are a row gather, so a cycle's time is the algorithm's. ``shared_context``
+    starts every request at the same root; ``lazy_target`` answers ``target_logits`` with
+    a callable that gathers only the visited nodes' rows (statistical runs at large V).
     """
 
     def __init__(self, vocab_size: int, batch: int, *, seed: int = 0, rows: int = 256, scale: float = 2.0,
-                 draft_noise: float = 1.0, zero_fraction: float = 0.0, dtype=torch.float32, device=None):
+                 draft_noise: float = 1.0, zero_fraction: float = 0.0, shared_context: bool = False,
+                 lazy_target: bool = False, dtype=torch.float32, device=None):
         if not 1 <= vocab_size <= 1 << 20:
             raise ValueError(f"vocab_size: must be in [1, {1 << 20}], got {vocab_size}")
         g = torch.Generator().manual_seed(seed)
@@ -117,6 +120,9 @@ class HashTableModel(_TableBase):
         self.rows = rows
         self.banks = {"target": target.to(device=device, dtype=dtype), "draft": draft.to(device=device, dtype=dtype)}
         self.context = ((torch.arange(batch, dtype=torch.int64) + 1) * _C + seed) % _P
+        if shared_context:  # every request at the same root: b independent cycles of one law
+            self.context = self.context[:1].expand(batch).clone()
+        self.lazy_target = lazy_target
         self.context = self.context.to(device)
         self.batch, self.device = batch, torch.device(device or "cpu")
         self.forward_seconds = 0.0  # time spent answering forwards (benchmarks subtract it)
@@ -136,7 +142,11 @@ class HashTableModel(_TableBase):
         import time
         t0 = time.perf_counter()
         h = _fold(self.context.unsqueeze(1).expand(tree.prefixes.shape[:2]), tree.prefixes)
-        out = self.banks["target"][self._rows(h)]
+        rows, bank = self._rows(h), self.banks["target"]
+        if self.lazy_target:  # only the visited nodes' rows are ever materialized
+            out = lambda ix, nodes: bank[rows[ix, nodes]]  # noqa: E731
+        else:
+            out = bank[rows]
         self.forward_seconds += time.perf_counter() - t0
         return out
 

@@ -210,12 +210,15 @@ def _lex_rank(code: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
 DraftFn = Callable[[DraftQuery], torch.Tensor]
 
 
-def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Uniforms) -> DraftTree:
+def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Uniforms,
+               expand_fn: Callable = None) -> DraftTree:
     """Build T_R for every request (SPEC 3); ``draft(query)`` answers [b, n, V] logits.
 
     T: [b] temperatures (sampling and verification; the tree's scores use the untempered
-    draft law). Uniforms: SPEC 7 (only ``u_draw`` is read here).
+    draft law). Uniforms: SPEC 7 (only ``u_draw`` is read here). ``expand_fn`` replaces
+    ``expand`` (the benchmark's full-vocabulary baseline, ``expand_dense``).
     """
+    expand_fn = expand_fn or expand
     K, B, D, R = cfg.K, cfg.B, cfg.depth, cfg.budget
     dev = T.device
     b = T.shape[0]
@@ -224,10 +227,9 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
     root = DraftQuery(0, torch.full((b, 1), -1, **i64), torch.zeros((b, 1, 0), **i64),
                       torch.full((b, 1), -1, **i64), torch.full((b, 1), -1, **i64),
                       torch.ones((b, 1), dtype=torch.bool, device=dev))
-    pool = expand(draft(root), root.valid, uniforms.u_draw[:, :1], T, cfg)
+    pool = expand_fn(draft(root), root.valid, uniforms.u_draw[:, :1], T, cfg)
     n_exp = torch.ones(b, **i64)
     slot_k = torch.arange(K, **i64)
-    M = K if cfg.tie_break == "slot" else None  # code multiplier, set below for "token"
 
     # per-layer records, concatenated at the end
     L_tok, L_kind, L_slot, L_rank, L_score, L_ok, L_par, L_code, L_depth, L_row, L_pre = ([] for _ in range(11))
@@ -265,7 +267,7 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         query = DraftQuery(d - 1, tok.gather(1, sel), q_pre, sel // K, sel % K, sel_ok)
         logits = draft(query)
         V = logits.shape[-1]
-        pool = expand(logits, sel_ok, u, T, cfg)
+        pool = expand_fn(logits, sel_ok, u, T, cfg)
         pools.append(pool)
         score = sc.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
         prank = _lex_rank(code, ok).gather(1, sel).unsqueeze(-1)

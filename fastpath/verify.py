@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import FastConfig
-from .laws import inverse_cdf, target_law
+from .laws import inverse_cdf, target_weights
 from .tree import FILL, SAMPLE, DraftTree
 from .uniforms import Uniforms
 
@@ -40,18 +40,20 @@ class VerifyResult:
 
 
 class _Walk:
-    """State of the walk at one depth for every request."""
+    """The walk at one depth for the requests still deciding there (a subset of the batch).
 
-    def __init__(self, w, live, d, uniforms):
-        self.w = w  # [b, V] unnormalized residual target law
-        self.Z = w.sum(-1)  # its mass
-        self.live = live  # still deciding at this depth
-        self.moved = torch.zeros_like(live)
-        self.next = torch.full_like(live, -1, dtype=torch.int64)
-        self.token = torch.full_like(live, -1, dtype=torch.int64)
-        self.j = torch.zeros_like(live, dtype=torch.int64)
-        self.d = d
-        self.u = uniforms
+    w [n, V] is the residual target law kept unnormalized with its mass Z [n]; rejections
+    touch only the rejected token (one-hot step) or r's k entries (stochastic step)."""
+
+    def __init__(self, w, Z, u_sample, u_det):
+        self.w = w
+        self.Z = Z
+        n = w.shape[0]
+        self.moved = torch.zeros(n, dtype=torch.bool, device=w.device)
+        self.next = torch.full((n,), -1, dtype=torch.int64, device=w.device)
+        self.token = torch.full((n,), -1, dtype=torch.int64, device=w.device)
+        self.j = torch.zeros(n, dtype=torch.int64, device=w.device)
+        self.u_sample, self.u_det = u_sample, u_det  # [n], [n, K]
 
     def _accept(self, act, a, u, child, token):
         acc = act & (u < a)
@@ -60,61 +62,63 @@ class _Walk:
         self.token = torch.where(acc, token, self.token)
         return act & ~acc
 
+    def _fix_mass(self):
+        bad = ~(self.Z > 0)
+        if bool(bad.any()):  # rounding ate the remaining mass: recompute it from w
+            self.Z = torch.where(bad, self.w.sum(-1), self.Z)
+
     def stochastic(self, child, token, ids, probs, dense):
-        """child [b] (tree index, -1: no step), token [b]; the law r sparse (ids, probs [b, W])
-        or dense [b, V]."""
-        act = self.live & ~self.moved & (child >= 0)
+        """child [n] (tree index, -1: no step), token [n]; the law r sparse (ids, probs
+        [n, W]) or, for the dense control, dense [n, V]."""
+        act = ~self.moved & (child >= 0)
         if not bool(act.any()):
             return
         tok = token.clamp(min=0).unsqueeze(1)
         wy = self.w.gather(1, tok).squeeze(1) / self.Z
+        ry = dense.gather(1, tok).squeeze(1) if dense is not None else (probs * (ids == tok)).sum(1)
+        safe = torch.where(ry > 0, ry, torch.ones_like(ry))
+        a = torch.where(ry > 0, torch.clamp(wy / safe, max=1.0), torch.zeros_like(ry))
+        rej = self._accept(act, a, self.u_sample.to(a.dtype), child, token)
+        Z = self.Z.unsqueeze(1)
         if dense is not None:
-            ry = dense.gather(1, tok).squeeze(1)
+            new = torch.clamp(self.w - dense * Z, min=0)
+            self.w = torch.where(rej.unsqueeze(1), new, self.w)
+            self.Z = torch.where(rej, self.w.sum(-1), self.Z)
         else:
-            ry = (probs * (ids == tok)).sum(1)
-        a = torch.where(ry > 0, torch.clamp(wy / torch.where(ry > 0, ry, torch.ones_like(ry)), max=1.0),
-                        torch.zeros_like(ry))
-        rej = self._accept(act, a, self.u.u_sample[:, self.d].to(a.dtype), child, token)
-        # rejected: w <- normalize((w - r)^+), only where rejected
-        wn = self.w / self.Z.unsqueeze(1)
-        if dense is not None:
-            new = torch.clamp(wn - dense, min=0)
-        else:
-            # subtract min(w, r) on r's support; padding entries (r = 0) may repeat an id
-            new = torch.clamp(wn.scatter_add(1, ids, -torch.minimum(wn.gather(1, ids), probs)), min=0)
-        self.w = torch.where(rej.unsqueeze(1), new, self.w)
-        self.Z = torch.where(rej, self.w.sum(-1), self.Z)
+            # w <- (w - r Z)^+ on r's support (padding entries have r = 0: no change)
+            w_ids = self.w.gather(1, ids)
+            delta = torch.where(rej.unsqueeze(1), -torch.minimum(w_ids, probs * Z), torch.zeros_like(w_ids))
+            self.w.scatter_add_(1, ids, delta)  # w - min(w, rZ) >= 0 exactly
+            self.Z = self.Z + delta.sum(1)
+        self._fix_mass()
 
     def det(self, child, token, include):
-        """A one-hot step on the child [b] holding token [b] where ``include`` [b]."""
-        act = self.live & ~self.moved & (child >= 0) & include
+        """A one-hot step on the child [n] holding token [n] where ``include`` [n]."""
+        act = ~self.moved & (child >= 0) & include
         if not bool(act.any()):
             return
         tok = token.clamp(min=0).unsqueeze(1)
         wx = self.w.gather(1, tok).squeeze(1)
         a = wx / self.Z
-        u = self.u.u_det[:, self.d].gather(1, self.j.clamp(max=self.u.u_det.shape[2] - 1).unsqueeze(1)).squeeze(1)
+        u = self.u_det.gather(1, self.j.clamp(max=self.u_det.shape[1] - 1).unsqueeze(1)).squeeze(1)
         self.j = self.j + act.to(torch.int64)
         rej = self._accept(act, a, u.to(a.dtype), child, token)
-        self.w = torch.where(rej.unsqueeze(1), self.w.scatter(1, tok, 0.0), self.w)
-        Z = self.Z - wx
-        # rounding can eat the remaining mass: recompute it from w then
-        Z = torch.where(Z > 0, Z, self.w.sum(-1))
-        self.Z = torch.where(rej, Z, self.Z)
+        self.w.scatter_(1, tok, torch.where(rej, torch.zeros_like(wx), wx).unsqueeze(1))
+        self.Z = torch.where(rej, self.Z - wx, self.Z)
+        self._fix_mass()
 
 
-def verify(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, cfg: FastConfig,
-           uniforms: Uniforms) -> VerifyResult:
+def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uniforms: Uniforms) -> VerifyResult:
     """Verify T_R for every request (SPEC 4).
 
     target_logits: [b, R+1, V] target logits at the root (index 0) and at every draft node
-    (index i + 1 for node i); T: [b] temperatures; uniforms: SPEC 7 (u_sample, u_det,
-    u_final). Policy "topk" verifies one-hot (no stochastic step).
+    (index i + 1 for node i), or a callable ``(rows [n], nodes [n]) -> [n, V]`` that
+    answers only the visited nodes with a fresh tensor (it is used in place); T: [b] temperatures; uniforms: SPEC 7 (u_sample,
+    u_det, u_final). Policy "topk" verifies one-hot (no stochastic step).
     """
     b, R = tree.tokens.shape
     D, K = cfg.depth, cfg.K
-    dev = target_logits.device
-    ar = torch.arange(b, device=dev)
+    dev = tree.tokens.device
     out = torch.full((b, D + 1), -1, dtype=torch.int64, device=dev)
     accepted = torch.full((b, D), -1, dtype=torch.int64, device=dev)
     lengths = torch.zeros(b, dtype=torch.int64, device=dev)
@@ -123,24 +127,33 @@ def verify(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, cfg: F
     tok1 = torch.cat([torch.zeros((b, 1), dtype=torch.int64, device=dev), tree.tokens], 1)
     kind1 = torch.cat([torch.full((b, 1), -1, dtype=torch.int8, device=dev), tree.kinds], 1)
     stochastic_first = cfg.policy == "rheo" and cfg.verify != "sample_last"
+    rheo = cfg.policy == "rheo"
     for d in range(D + 1):
-        if bool(done.all()):
+        ix = (~done).nonzero().squeeze(1)  # requests still walking
+        if ix.numel() == 0:
             break
-        p = target_law(target_logits[ar, cur], T, cfg.filters)  # [b, V]
-        walk = _Walk(p, ~done, d, uniforms)
-        kids = tree.children[ar, cur]  # [b, K] root-included indices, -1 none
-        kid_tok = tok1.gather(1, kids.clamp(min=0))
-        kid_kind = kind1.gather(1, kids.clamp(min=0))
+        c = cur[ix]
+        if not isinstance(target_logits, torch.Tensor):
+            logits = target_logits(ix, c)
+        elif target_logits.is_contiguous():  # index_select on rows is much faster than [ix, c]
+            logits = target_logits.view(-1, target_logits.shape[-1]).index_select(0, ix * (R + 1) + c)
+        else:
+            logits = target_logits[ix, c]
+        w, Z = target_weights(logits, T[ix], cfg.filters)  # p_T = w / Z, in place on the copy
+        walk = _Walk(w, Z, uniforms.u_sample[ix, d], uniforms.u_det[ix, d])
+        kids = tree.children[ix, c]  # [n, K] root-included indices, -1 none
+        kid_tok = tok1[ix].gather(1, kids.clamp(min=0))
+        kid_kind = kind1[ix].gather(1, kids.clamp(min=0))
         present = kids >= 0
-        if cfg.policy == "rheo":
+        if rheo:
             sample = present[:, cfg.m] & (kid_kind[:, cfg.m] == SAMPLE)
-            s_child = torch.where(sample, kids[:, cfg.m], torch.full_like(cur, -1))
+            s_child = torch.where(sample, kids[:, cfg.m], torch.full_like(c, -1))
             s_node = (s_child - 1).clamp(min=0)
-            ids = tree.sample_ids[ar, s_node]
-            probs = tree.verify_probs[ar, s_node]
-            dense = None if tree.verify_dense is None else tree.verify_dense[ar, s_node]
+            ids = tree.sample_ids[ix, s_node]
+            probs = tree.verify_probs[ix, s_node]
+            dense = None if tree.verify_dense is None else tree.verify_dense[ix, s_node]
             y = kid_tok[:, cfg.m]
-        if cfg.policy == "rheo" and cfg.verify == "class_law":
+        if rheo and cfg.verify == "class_law":
             # SPEC 4 class_law control: y' = x* when Y is in the band or is x*, law r'
             nfill = (present & (kid_kind == FILL)).sum(1)
             star_rank = cfg.m + nfill
@@ -155,11 +168,11 @@ def verify(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, cfg: F
                 dense = torch.where(band_v, torch.zeros_like(dense), dense) + band_mass * star_v
             band_mass = (probs * band).sum(1, keepdim=True)
             probs = torch.where(band, torch.zeros_like(probs), probs) + band_mass * at_star
-            y_rank = tree.ranks[ar, s_node]
+            y_rank = tree.ranks[ix, s_node]
             y = torch.where(sample & (y_rank <= star_rank), x_star, y)
             at = (kid_tok == y.unsqueeze(1)) & present
-            s_child = torch.where(sample & at.any(1), kids.gather(1, at.to(torch.int8).argmax(1, keepdim=True)).squeeze(1),
-                                  torch.full_like(cur, -1))
+            pick = kids.gather(1, at.to(torch.int8).argmax(1, keepdim=True)).squeeze(1)
+            s_child = torch.where(sample & at.any(1), pick, torch.full_like(c, -1))
             walk.stochastic(s_child, y, ids, probs, dense)
             for s in range(K):
                 walk.det(kids[:, s], kid_tok[:, s], ~sample | (kid_tok[:, s] != y))
@@ -167,21 +180,22 @@ def verify(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, cfg: F
             if stochastic_first:
                 walk.stochastic(s_child, y, ids, probs, dense)
             for s in range(K):
-                if cfg.policy == "rheo" and s == cfg.m:
+                if rheo and s == cfg.m:
                     continue
-                walk.det(kids[:, s], kid_tok[:, s], torch.ones_like(present[:, s]))
-            if cfg.policy == "rheo" and not stochastic_first:
+                walk.det(kids[:, s], kid_tok[:, s], present[:, s])
+            if rheo and not stochastic_first:
                 walk.stochastic(s_child, y, ids, probs, dense)
         moved = walk.moved
-        out[:, d] = torch.where(moved, walk.token, out[:, d])
+        step_out = walk.token
+        fin = (~moved).nonzero().squeeze(1)
+        if fin.numel():  # step 5 / step 1: the correction or bonus token ~ w
+            w = walk.w if fin.numel() == ix.numel() else walk.w[fin]
+            u = uniforms.u_final[ix[fin], d].to(w.dtype) * walk.Z[fin]
+            step_out = step_out.index_put((fin,), inverse_cdf(w, u))
+        out[ix, d] = step_out
         if d < D:
-            accepted[:, d] = torch.where(moved, walk.next - 1, accepted[:, d])
-        final = walk.live & ~moved
-        if bool(final.any()):
-            w = walk.w / walk.Z.unsqueeze(1)
-            t = inverse_cdf(w, uniforms.u_final[:, d].to(w.dtype))
-            out[:, d] = torch.where(final, t, out[:, d])
-        lengths = lengths + walk.live.to(torch.int64)
-        done = done | final
-        cur = torch.where(moved, walk.next, cur)
+            accepted[ix, d] = torch.where(moved, walk.next - 1, accepted[ix, d])
+        lengths[ix] += 1
+        done[ix[fin]] = True
+        cur[ix] = torch.where(moved, walk.next, c)
     return VerifyResult(out, lengths, accepted)

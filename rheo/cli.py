@@ -41,6 +41,8 @@ commands:
                              (no argument: the built-in SPEC section 6 example)
   rheo bench exact           class enumerator vs naive enumerator, and how far the
                              class enumerator certifies within 60 s
+  rheo bench fastpath        the torch fastpath: Rheo vs Top-K cycle, sparse vs dense
+                             draft law, batched vs naive verifier (needs torch)
 
 every command takes --json (one JSON object on stdout instead of the table).
 
@@ -110,6 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--limit", type=float, default=60.0, metavar="SECONDS", help="time limit per certification (default 60)")
     be.add_argument("--skip-search", action="store_true", help="only the side-by-side comparison")
     add_json_flag(be)
+    bf = bsub.add_parser(
+        "fastpath", formatter_class=fmt,
+        help="the torch fastpath: Rheo/Top-K cycle, sparse/dense draft law, batched/naive verifier",
+        description="Times the fastpath with model forwards excluded (logits come from a table model;\n"
+                    "the time spent answering forwards is subtracted). Default shape: V=128256, K=10,\n"
+                    "depth=8, budget=60, m=1, draft_top_k=128, batch sizes 1, 16 and 64. Ratios:\n"
+                    "  rheo_over_topk          Rheo cycle / Top-K cycle           (target <= 1.25)\n"
+                    "  sparse_over_dense       tree with top-128 / tree drawing Y from all V\n"
+                    "                          (Gumbel-max or multinomial, the faster) (target <= 0.25)\n"
+                    "  fast_over_naive_verify  naive loop verifier / batched verifier at batch 64\n"
+                    "                          (target >= 10)\n"
+                    "Each ratio is measured side by side in one run (A B A B ..., medians). The\n"
+                    "worst batch size is reported at the top level. Progress goes to stderr.\n"
+                    "exit status: 0 all targets met, 1 a target missed or the verifiers disagree",
+        epilog="examples:\n  rheo bench fastpath --json\n  rheo bench fastpath --quick\n"
+               "  rheo bench fastpath --device cuda --json")
+    bf.add_argument("--quick", action="store_true", help="batch sizes 1 and 16, naive verifier at 16, fewer repeats")
+    bf.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    bf.add_argument("--vocab", type=int, default=128256, metavar="V", help="vocabulary size (default 128256)")
+    bf.add_argument("--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)")
+    add_json_flag(bf)
     return parser
 
 
@@ -173,7 +196,34 @@ def cmd_bench(args) -> int:
     if args.bench_command == "exact":
         from rheo.bench_exact import run_bench_exact
         return run_bench_exact(limit=args.limit, skip_search=args.skip_search, as_json=args.json, progress=_progress)
-    return _fail("bench: choose a benchmark: `rheo bench exact` (see rheo bench --help)")
+    if args.bench_command == "fastpath":
+        return cmd_bench_fastpath(args)
+    return _fail("bench: choose a benchmark: `rheo bench exact` or `rheo bench fastpath` (see rheo bench --help)")
+
+
+def cmd_bench_fastpath(args) -> int:
+    try:
+        import torch
+    except ImportError:
+        return _fail("bench fastpath needs torch: pip install \"rheosampling[torch]\" (or torch==2.13.0 here)")
+    from rheo.bench_fastpath import bench_fastpath, render
+    if args.vocab < 2:
+        return _fail(f"--vocab: must be an integer >= 2, got {args.vocab}")
+    if args.repeats is not None and args.repeats < 1:
+        return _fail(f"--repeats: must be an integer >= 1, got {args.repeats}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        return _fail(f"--device: {args.device} asked for, but torch sees no CUDA device; use --device cpu")
+    try:
+        torch.empty(0, device=args.device)
+    except (RuntimeError, ValueError) as e:
+        return _fail(f"--device: {args.device!r} is not a usable torch device ({e})")
+    repeats = args.repeats or (2 if args.quick else 5)
+    batches, naive = ((1, 16), 16) if args.quick else ((1, 16, 64), 64)
+    out = bench_fastpath(batches=batches, vocab=args.vocab, repeats=repeats, naive_batch=naive,
+                         device=args.device, quiet=False)
+    emit(json.dumps(out) if args.json else render(out))
+    ok = all(out["meets_targets"].values()) and out["verify"]["outputs_equal_float64"]
+    return 0 if ok else 1
 
 
 def main(argv=None) -> int:
@@ -197,7 +247,7 @@ def _main(argv=None) -> int:
     if args.command == "bench":
         return cmd_bench(args)
     if args.json:
-        print(json.dumps({"version": __version__, "commands": ["exact", "bench exact"],
+        print(json.dumps({"version": __version__, "commands": ["exact", "bench exact", "bench fastpath"],
                           "help": "rheo COMMAND --help"}))
         return 0
     parser.print_help()

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from rheo.fastpath import FastConfig, ReferenceTableModel, Uniforms, run_cycle
+from rheo.fastpath import FastConfig, ReferenceTableModel, Uniforms, run_cycle, target_law
 from rheo.reference import cycle_law
 from rheo.stats import GofResult, gof
 
@@ -24,8 +24,13 @@ def temperature_of(inst) -> float:
 
 
 def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: FastConfig | None = None,
-                  tamper: Callable[[Uniforms], None] | None = None, device="cpu", dtype=torch.float64) -> Counter:
-    """Outputs of ``cycles`` independent fastpath cycles of ``inst`` (counts by token tuple)."""
+                  tamper: Callable[[Uniforms], None] | None = None, device="cpu", dtype=torch.float64,
+                  continue_to: int | None = None) -> Counter:
+    """Outputs of ``cycles`` independent fastpath cycles of ``inst`` (counts by token tuple).
+
+    ``continue_to`` = L continues every output by sampling the target (p_T with the
+    filters, by the fastpath's own ``target_law``) to length L: Theorem 1 says the counts
+    then follow p_T(Seq) on V^L (SPEC 5)."""
     cfg = cfg or FastConfig.from_reference(inst.config)
     g = torch.Generator(device=device).manual_seed(seed)
     counts: Counter = Counter()
@@ -39,9 +44,11 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
             tamper(u)
         T = torch.full((b,), temperature_of(inst), dtype=torch.float64, device=device)
         _, result = run_cycle(model, cfg, T, uniforms=u)
-        toks = result.tokens.cpu()
-        lens = result.lengths.cpu()
-        for L in range(1, cfg.depth + 2):
+        toks, lens = result.tokens, result.lengths
+        if continue_to is not None:
+            toks, lens = _continue(model, cfg, T, toks, lens, continue_to, g)
+        toks, lens = toks.cpu(), lens.cpu()
+        for L in range(1, toks.shape[1] + 1):
             rows = toks[lens == L, :L]
             if rows.numel():
                 uniq, cnt = torch.unique(rows, dim=0, return_counts=True)
@@ -49,6 +56,36 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
                     counts[tuple(row)] += c
         done += b
     return counts
+
+
+def _continue(model, cfg, T, toks, lens, L, g):
+    """Extend each output (tokens [b, D+1], lengths [b]) by target samples to length L."""
+    b = toks.shape[0]
+    out = torch.full((b, L), -1, dtype=torch.int64, device=toks.device)
+    w = min(L, toks.shape[1])
+    out[:, :w] = toks[:, :w]
+    for pos in range(L):
+        need = lens <= pos
+        if not bool(need.any()):
+            continue
+        prefix = torch.where(torch.arange(L, device=toks.device) < pos, out, torch.full_like(out, -1))
+        p = target_law(model.tables["target"][model._codes(prefix)], T, cfg.filters)
+        draw = torch.multinomial(p, 1, generator=g).squeeze(1)
+        out[:, pos] = torch.where(need, draw, out[:, pos])
+    return out, torch.full_like(lens, L)
+
+
+def continued_law(inst, L: int) -> dict:
+    """p_T(Seq) for every Seq in V^L with positive probability (SPEC 5), as floats."""
+    import itertools
+
+    from rheo.reference import target_sequence_probability
+    law = {}
+    for seq in itertools.product(range(inst.n), repeat=L):
+        pr = float(target_sequence_probability(inst, seq))
+        if pr > 0:
+            law[seq] = pr
+    return law
 
 
 def exact_cycle_law(inst) -> dict:
@@ -63,3 +100,51 @@ def cycle_law_test(inst, counts: Counter, alpha: float) -> GofResult:
 def reuse_sample_uniform(u: Uniforms) -> None:
     """Planted bug: the first deterministic coin reuses the stochastic coin's uniform."""
     u.u_det[:, :, 0] = u.u_sample
+
+
+def sample_first_two(model, cfg: FastConfig, temperature: float, cycles: int, *, seed: int = 0,
+                     batch: int = 2000) -> tuple[Counter, Counter]:
+    """Cycles of a shared-context ``HashTableModel`` (the root never moves): counts of the
+    first emitted token, and of (first, second) where an output of length 1 is continued
+    by one target sample (so the second token's law given the first is p_T(. | first))."""
+    from rheo.fastpath import build_tree, verify
+    dev = model.device
+    g = torch.Generator(device=dev).manual_seed(seed)
+    first: Counter = Counter()
+    pairs: Counter = Counter()
+    done = 0
+    while done < cycles:
+        b = min(batch, cycles - done)
+        if model.batch != b:
+            model.batch, model.context = b, model.context[:1].expand(b).clone()
+        T = torch.full((b,), float(temperature), dtype=torch.float64, device=dev)
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)
+        tree = build_tree(model.draft_logits, cfg, T, u)
+        result = verify(tree, model.target_logits(tree), T, cfg, u)
+        toks = result.tokens.clone()
+        short = (result.lengths == 1).nonzero().squeeze(1)
+        if short.numel():
+            x = toks[short, 0]
+            h = _fold_one(model, x)
+            p = target_law(model.banks["target"][model._rows(h)], T[short], cfg.filters)
+            toks[short, 1] = torch.multinomial(p, 1, generator=g).squeeze(1)
+        for t, c in zip(*torch.unique(toks[:, 0], return_counts=True)):
+            first[int(t)] += int(c)
+        uniq, cnt = torch.unique(toks[:, :2], dim=0, return_counts=True)
+        for row, c in zip(uniq.tolist(), cnt.tolist()):
+            pairs[tuple(row)] += c
+        done += b
+    return first, pairs
+
+
+def _fold_one(model, x: torch.Tensor) -> torch.Tensor:
+    from rheo.fastpath.models import _fold
+    return _fold(model.context[:1].expand(x.shape[0]), x.unsqueeze(1))
+
+
+def table_law(model, prefix: tuple, cfg: FastConfig, temperature: float) -> dict:
+    """p_T(. | prefix) of request 0 of a table model, as {token: prob} (float64)."""
+    logits = model.logits_at(0, prefix, "target").to(torch.float64).unsqueeze(0)
+    p = target_law(logits, torch.tensor([float(temperature)], dtype=torch.float64), cfg.filters)[0]
+    nz = (p > 0).nonzero().squeeze(1)
+    return dict(zip(nz.tolist(), p[nz].tolist()))

@@ -9,3 +9,4 @@ FAMILY_ALPHA = 1e-6
 FAMILY_CASES = 13
 CASE_ALPHA = FAMILY_ALPHA / FAMILY_CASES
 CI_CYCLES = 200_000  # cycles per small-vocabulary case
+LARGE_CYCLES = 100_000  # cycles of the V = 32000 test (10x under the deep marker)

@@ -19,7 +19,7 @@ from rheo.statistical import (  # noqa: E402
 from rheo.stats import detectable_tv, gof  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
-from .stat_family import CASE_ALPHA, CI_CYCLES  # noqa: E402
+from .stat_family import CASE_ALPHA, CI_CYCLES, LARGE_CYCLES  # noqa: E402
 
 
 def random_instance(V, cfg, T, seed, noise=1.0, scale=0.8):
@@ -136,3 +136,93 @@ def test_gof_merges_only_small_bins_and_rejects_impossible_outcomes():
     r = gof({0: 500, 1: 500}, law, 1e-6)
     assert r.merged == 3  # bins 2 and 3 (expected 0.05 each) join the smallest big bin
     assert gof({0: 499, 1: 500, 7: 1}, law, 1e-6).impossible == [7]
+
+
+# ---- losslessness (Theorem 1) in law: outputs continued by target sampling to D+1 ----
+
+CASES = __import__("pathlib").Path(__file__).resolve().parents[1] / "cases"
+
+
+def _case(name, **override):
+    from rheo.casefile import load_case, read_case
+    case = read_case(CASES / f"{name}.json")
+    case.pop("expected", None)
+    case.update(override)
+    return load_case(case)
+
+
+def _continued_test(inst, **kw):
+    from rheo.statistical import continued_law
+    L = inst.config.depth + 1
+    counts = sample_cycles(inst, CI_CYCLES, seed=3, continue_to=L, **kw)
+    return gof(counts, continued_law(inst, L), CASE_ALPHA)
+
+
+@pytest.mark.parametrize("name,fix", [
+    ("paper-abc-constant-proxy", {"proxy": "rheo"}),
+    ("control-sample_last", {"verify": "rheo"}),
+])
+def test_fastpath_continued_law_is_p_T(name, fix):
+    """The corrected variant of a corpus case: O continued by target sampling follows p_T."""
+    result = _continued_test(_case(name, **fix))
+    print(f"{name} + {fix}: {result.describe()}")
+    assert not result.reject, result.describe()
+
+
+@pytest.mark.parametrize("name", ["control-constant_proxy", "control-sample_last", "control-draft_law_untempered",
+                                  "paper-abc-constant-proxy"])
+def test_calibration_continued_law_fires_on_lossy_control(name):
+    """The corpus's lossy controls (max deviation 1/36 to 1/8 on one sequence, so TV at
+    least that) run through the fastpath: the continued law is not p_T, and the test says so."""
+    from rheo.reference import certify
+    inst = _case(name)
+    result = _continued_test(inst)
+    dev = float(certify(inst, count_draws=False).deviation.value)
+    print(f"{name}: {result.describe()} (exact max deviation {dev:.4f})")
+    assert abs(dev) > result.detectable_tv
+    assert result.reject, result.describe()
+
+
+def test_calibration_continued_law_fires_on_reused_uniform():
+    V, cfg, T = BASE
+    inst = random_instance(V, cfg, T, seed=5)
+    result = _continued_test(inst, tamper=reuse_sample_uniform)
+    print(f"uniform reused: {result.describe()}")
+    assert result.reject, result.describe()
+
+
+# ---- large vocabulary: V = 32000, draft_top_k = 128, a deep tree ----
+
+LARGE_CFG = FastConfig(K=4, depth=6, budget=16, m=1, beam=1, draft_top_k=128)
+
+
+def _large_vocab(cycles, seed):
+    from rheo.fastpath import HashTableModel
+    from rheo.statistical import sample_first_two, table_law
+    model = HashTableModel(32000, 500, seed=3, rows=64, scale=8.0, draft_noise=1.0, shared_context=True,
+                           lazy_target=True)
+    first, pairs = sample_first_two(model, LARGE_CFG, 1.0, cycles, seed=seed, batch=500)
+    out = [("first token", gof(first, table_law(model, (), LARGE_CFG, 1.0), CASE_ALPHA))]
+    for x, _ in first.most_common(3):
+        second = {t2: c for (t1, t2), c in pairs.items() if t1 == x}
+        out.append((f"second token | first = {x}", gof(second, table_law(model, (x,), LARGE_CFG, 1.0), CASE_ALPHA)))
+    return out
+
+
+def _assert_large_vocab(results, tv_first):
+    for what, r in results:
+        print(f"V=32000 {what}: {r.describe()}")
+    for what, r in results:
+        assert not r.reject, f"{what}: {r.describe()}"
+    assert results[0][1].detectable_tv <= tv_first, results[0][1].describe()
+
+
+def test_large_vocab_first_and_second_token_follow_p_T():
+    """CI size (100,000 cycles): the first token's law is p_T, and the second's given each
+    of the 3 most frequent first tokens is p_T(. | first)."""
+    _assert_large_vocab(_large_vocab(LARGE_CYCLES, seed=4), tv_first=0.02)
+
+
+@pytest.mark.deep
+def test_large_vocab_first_and_second_token_follow_p_T_deep():
+    _assert_large_vocab(_large_vocab(10 * LARGE_CYCLES, seed=5), tv_first=0.007)
