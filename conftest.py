@@ -1,4 +1,16 @@
-"""Shared pytest set-up: Hypothesis profiles (see rheo/hypothesis_profiles.py)."""
+"""Shared pytest set-up: Hypothesis profiles (see rheo/hypothesis_profiles.py), and one
+torch thread per xdist worker (the workers already fill the cores; more threads per worker
+only fight over them)."""
+import os
+
 from rheo.hypothesis_profiles import register
 
 register()
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    try:
+        import torch
+    except ImportError:  # torch is optional; the torch tests skip themselves
+        pass
+    else:
+        torch.set_num_threads(1)

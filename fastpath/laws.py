@@ -31,6 +31,8 @@ def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     V = x.shape[-1]
     if k >= V:
         return torch.sort(x, dim=-1, descending=True, stable=True)
+    lead = x.shape[:-1]
+    x = x.reshape(-1, V)
     vals, ids = torch.topk(x, k + 1, dim=-1, sorted=True)
     thr = vals[..., k - 1]
     tie = (vals[..., k] == thr) & torch.isfinite(thr)  # a tie straddles the k-th place
@@ -50,7 +52,7 @@ def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     ids, perm = torch.sort(ids, dim=-1)
     vals = vals.gather(-1, perm)
     vals, perm = torch.sort(vals, dim=-1, descending=True, stable=True)
-    return vals, ids.gather(-1, perm)
+    return vals.reshape(lead + (k,)), ids.gather(-1, perm).reshape(lead + (k,))
 
 
 def _per_row(T: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

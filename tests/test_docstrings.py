@@ -4,10 +4,14 @@ import importlib
 
 import pytest
 
-MODULES = ["rheo.reference", "rheo.reference.numbers", "rheo.reference.instance", "rheo.reference.generate"]
+MODULES = ["rheo.reference", "rheo.reference.numbers", "rheo.reference.instance", "rheo.reference.generate",
+           "rheo.stats"]
+TORCH_MODULES = ["rheo.fastpath.laws", "rheo.fastpath.cycle"]
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", MODULES + TORCH_MODULES)
 def test_docstring_examples(name):
+    if name in TORCH_MODULES:
+        pytest.importorskip("torch")
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# GPU check for the fastpath (one CUDA device; under 5 minutes on an H200):
+#   1. the device-parametrized tests marked `gpu` (decision equality with the reference in
+#      float64, the KV-cache model, the tree format, the statistical cycle-law tests);
+#   2. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64).
+# The lent machine has a CUDA torch, numpy, scipy, sympy, hypothesis and pytest already and
+# no network, hence --no-deps. Results go to $OUT (or ./gpu-results) as well as stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-gpu-results}"
+mkdir -p "$out"
+pip install --no-deps --no-build-isolation -e . >/dev/null
+python - <<'PY' | tee "$out/device.txt"
+import torch
+assert torch.cuda.is_available(), "no CUDA device: this script is for the GPU machine"
+print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+PY
+# Hypothesis' ci profile (500 examples, derandomized) for the decision-equality test
+CI=true python -m pytest -m gpu -p no:cacheprovider -q -rs \
+    tests/test_fastpath_differential.py tests/test_fastpath_models.py tests/test_fastpath_statistical.py \
+    2>&1 | tee "$out/gpu_tests.txt"
+rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
+    || echo "(rheo bench fastpath exited $?: a target missed, see the JSON)"

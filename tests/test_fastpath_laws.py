@@ -1,0 +1,52 @@
+"""The fastpath's laws on logits against the reference's readings (SPEC sections 0, 1, 7)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rheo.fastpath import TargetFilters, inverse_cdf, ranked_topk, target_law  # noqa: E402
+from rheo.reference.numbers import TargetFilters as RefFilters  # noqa: E402
+from rheo.reference.numbers import Temperature, rank_order, temper  # noqa: E402
+
+
+def test_ranked_topk_breaks_ties_by_lower_id():
+    """Tie-heavy random rows: the kept tokens with mass are the first k of (value desc, id
+    asc), in that order (entries of -inf carry no mass and may come in any order)."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        V = int(torch.randint(2, 30, (1,), generator=g))
+        k = int(torch.randint(1, V + 1, (1,), generator=g))
+        x = torch.randint(0, 4, (3, 2, V), generator=g).double()
+        x[x == 0] = float("-inf")
+        vals, ids = ranked_topk(x, k)
+        assert vals.shape == ids.shape == (3, 2, k)
+        for a in range(3):
+            for b in range(2):
+                want = sorted((t for t in range(V) if x[a, b, t] > float("-inf")), key=lambda t: (-x[a, b, t].item(), t))
+                got = [t for t in ids[a, b].tolist() if x[a, b, t] > float("-inf")]
+                assert got == want[:k]
+
+
+@pytest.mark.parametrize("T", [0.0, 0.5, 1.0, 1.7])
+@pytest.mark.parametrize("filters", [(None, None, None), (2, None, None), (None, 0.7, None), (None, None, 0.2),
+                                     (3, 0.9, 0.05)])
+def test_target_law_matches_reference(T, filters):
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(20, 7, generator=g, dtype=torch.float64) * 2
+    got = target_law(logits, torch.full((20,), T, dtype=torch.float64), TargetFilters(*filters))
+    temp = Temperature.parse(repr(T), exact=False)
+    for row, p in zip(logits.tolist(), got.tolist()):
+        q = [math.exp(x) for x in row]
+        q = [x / sum(q) for x in q]
+        want = RefFilters(*filters).apply(temper(q, temp))
+        assert max(abs(a - b) for a, b in zip(p, want)) < 1e-12
+
+
+def test_inverse_cdf_skips_zero_mass_and_falls_back_to_the_last_token():
+    p = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]] * 4, dtype=torch.float64)
+    u = torch.tensor([0.0, 0.49, 0.5, 1.0], dtype=torch.float64)  # 1.0 only reachable by rounding
+    assert inverse_cdf(p, u).tolist() == [1, 1, 3, 3]
+    assert rank_order([0.0, 0.5, 0.0, 0.5]) == [1, 3]
