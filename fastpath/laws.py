@@ -118,7 +118,7 @@ def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = T
     return filters.apply(p) if filters.active else p
 
 
-def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Index of the first entry whose cumulative mass exceeds u (SPEC 7).
 
     probs: [..., n] nonnegative (unnormalized is fine with u scaled by the total); u: [...].
@@ -128,7 +128,7 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     >>> inverse_cdf(torch.tensor([0.5, 0.0, 0.5]), torch.tensor(0.7)).item()
     2
     """
-    cum = torch.cumsum(probs, -1)
+    cum = torch.cumsum(probs, -1, out=out) if out is not None else torch.cumsum(probs, -1)
     idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
     n = probs.shape[-1]
     over = idx >= n

@@ -15,6 +15,7 @@ At a visited node v with target law w = p_T(. | v):
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -108,6 +109,25 @@ class _Walk:
         self._fix_mass()
 
 
+class _Workspace(threading.local):
+    """Reusable [rows, V] buffers for the visited nodes' target laws: on the CPU a fresh
+    multi-megabyte tensor per depth costs more in page faults than the softmax itself."""
+
+    def __init__(self):
+        self.bufs: dict = {}
+
+    def get(self, name: str, n: int, like: torch.Tensor) -> torch.Tensor:
+        key = (name, like.device, like.dtype, like.shape[-1])
+        buf = self.bufs.get(key)
+        if buf is None or buf.shape[0] < n:
+            buf = torch.empty((max(n, 1), like.shape[-1]), device=like.device, dtype=like.dtype)
+            self.bufs[key] = buf
+        return buf[:n]
+
+
+_workspace = _Workspace()
+
+
 def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uniforms: Uniforms) -> VerifyResult:
     """Verify T_R for every request (SPEC 4).
 
@@ -136,7 +156,8 @@ def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uni
         if not isinstance(target_logits, torch.Tensor):
             logits = target_logits(ix, c)
         elif target_logits.is_contiguous():  # index_select on rows is much faster than [ix, c]
-            logits = target_logits.view(-1, target_logits.shape[-1]).index_select(0, ix * (R + 1) + c)
+            flat = target_logits.view(-1, target_logits.shape[-1])
+            logits = torch.index_select(flat, 0, ix * (R + 1) + c, out=_workspace.get("w", ix.numel(), flat))
         else:
             logits = target_logits[ix, c]
         w, Z = target_weights(logits, T[ix], cfg.filters)  # p_T = w / Z, in place on the copy
@@ -189,9 +210,10 @@ def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uni
         step_out = walk.token
         fin = (~moved).nonzero().squeeze(1)
         if fin.numel():  # step 5 / step 1: the correction or bonus token ~ w
-            w = walk.w if fin.numel() == ix.numel() else walk.w[fin]
+            w = walk.w if fin.numel() == ix.numel() else torch.index_select(
+                walk.w, 0, fin, out=_workspace.get("fin", fin.numel(), walk.w))
             u = uniforms.u_final[ix[fin], d].to(w.dtype) * walk.Z[fin]
-            step_out = step_out.index_put((fin,), inverse_cdf(w, u))
+            step_out = step_out.index_put((fin,), inverse_cdf(w, u, out=_workspace.get("cum", fin.numel(), w)))
         out[ix, d] = step_out
         if d < D:
             accepted[ix, d] = torch.where(moved, walk.next - 1, accepted[ix, d])
