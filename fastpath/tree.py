@@ -15,6 +15,7 @@ entries.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -131,6 +132,13 @@ def _softmax_or_zero(x: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     return torch.where(ok, p, torch.zeros_like(p))
 
 
+@functools.lru_cache(maxsize=64)
+def _pool_constants(K: int, m: int, device):
+    """Fill offsets, lead ranks and slot kinds of a rheo pool (made once per shape)."""
+    kinds = torch.tensor([LEAD] * m + [SAMPLE] + [FILL] * (K - m - 1), dtype=torch.int8, device=device)
+    return torch.arange(K - m - 1, device=device), torch.arange(m, device=device), kinds
+
+
 def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, cfg: FastConfig) -> _Pool:
     """Pools of the expanded nodes (SPEC 1-2): logits [b, n, V], valid [b, n], u [b, n]
     (their ``u_draw`` entries), T [b]."""
@@ -168,12 +176,10 @@ def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.
         proxy = q.gather(-1, y_rank.unsqueeze(-1)).squeeze(-1)
     else:
         proxy = torch.full_like(q[..., 0], float(cfg.proxy))
-    f = torch.arange(K - m - 1, device=logits.device)
+    f, lead_r, kind_row = _pool_constants(K, m, logits.device)
     fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)  # first K-m-1 of U without Y
-    lead_ranks = torch.arange(m, device=logits.device).expand(shape + (m,))
-    ranks = torch.cat([lead_ranks, y_rank.unsqueeze(-1), fill_ranks], -1)
-    kinds = torch.tensor([LEAD] * m + [SAMPLE] + [FILL] * (K - m - 1), dtype=torch.int8,
-                         device=logits.device).expand(shape + (K,))
+    ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
+    kinds = kind_row.expand(shape + (K,))
     slot_ok = torch.cat([ok[..., :m], has_u.unsqueeze(-1), ok.gather(-1, fill_ranks) & has_u.unsqueeze(-1)], -1)
     factors = q.gather(-1, ranks)
     factors[..., m] = proxy

@@ -11,12 +11,14 @@ and the time spent answering forwards is measured and subtracted. Per batch size
   requests and visited nodes, a vocabulary softmax at each) over the batched ``verify``,
   on the same tree, logits and uniforms (their outputs are checked equal).
 
-Runs alternate between the variants being compared (A B A B ...) and report medians.
+Runs alternate between the variants being compared (A B A B ...) and report medians; a
+cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import statistics
 import sys
 import time
@@ -27,6 +29,7 @@ from rheo.fastpath import FastConfig, HashTableModel, Uniforms, build_tree, veri
 from rheo.fastpath.expand_dense import expand_dense
 from rheo.fastpath.verify_naive import verify_naive
 
+MIN_SECONDS = 1.0  # each cycle variant runs at least this long in total (up to 50 runs)
 SCALE, DRAFT_NOISE = 6.0, 0.3  # target logits 6 x N(0, 1), draft = target + 0.3 x N(0, 1)
 TARGETS = {"rheo_over_topk": ("<=", 1.25), "sparse_over_dense": ("<=", 0.25), "fast_over_naive_verify": (">=", 10.0)}
 
@@ -87,9 +90,11 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
     for b in batches:
         r = _Runner(vocab, b, device)
         u = r.uniforms(cfg, seed=b)
-        r.cycle(cfg, u), r.cycle(topk_cfg, u)  # warm-up
+        r.cycle(cfg, u)  # warm-up
+        first = r.cycle(topk_cfg, u)[0]
+        runs = min(50, max(repeats, math.ceil(MIN_SECONDS / max(first, 1e-6))))  # small batches: more runs
         t_rheo, t_topk = [], []
-        for _ in range(repeats):
+        for _ in range(runs):
             t_rheo.append(r.cycle(cfg, u)[0])
             t_topk.append(r.cycle(topk_cfg, u)[0])
         # full-vocabulary baseline: pick the faster draw, then alternate with the sparse build
@@ -106,7 +111,7 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
         row = {
             "rheo_cycle_s": statistics.median(t_rheo), "topk_cycle_s": statistics.median(t_topk),
             "sparse_build_s": statistics.median(t_sparse), "dense_build_s": statistics.median(t_dense),
-            "dense_method": method,
+            "dense_method": method, "cycle_runs": runs,
         }
         row["rheo_over_topk"] = row["rheo_cycle_s"] / row["topk_cycle_s"]
         row["sparse_over_dense"] = row["sparse_build_s"] / row["dense_build_s"]
@@ -121,8 +126,9 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
     tree = build_tree(r.model.draft_logits, cfg, r.T, u)
     logits = r.model.target_logits(tree)
     t_fast, t_naive = [], []
+    verify(tree, logits, r.T, cfg, u), verify_naive(tree, logits, r.T, cfg, u)  # warm-up (workspace, caches)
     fast_res = naive_res = None
-    for _ in range(max(1, repeats // 2)):
+    for _ in range(repeats):
         _sync(device)
         t0 = time.perf_counter()
         fast_res = verify(tree, logits, r.T, cfg, u)
@@ -192,7 +198,7 @@ def render(out: dict) -> str:
     """The benchmark as a table."""
     lines = [f"rheo bench fastpath on {out['device']} ({out['torch_threads']} torch threads): V={out['vocab']}, "
              f"K={out['K']}, depth={out['depth']}, budget={out['budget']}, m={out['m']}, "
-             f"draft_top_k={out['draft_top_k']}; forwards excluded; medians of {out['repeats']} runs",
+             f"draft_top_k={out['draft_top_k']}; forwards excluded; medians of alternating runs",
              f"{'batch':>6} {'rheo ms':>9} {'topk ms':>9} {'rheo/topk':>10} {'sparse ms':>10} {'dense ms':>10} "
              f"{'sparse/dense':>13}"]
     for b, r in out["batches"].items():
