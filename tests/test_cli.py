@@ -122,3 +122,25 @@ def test_bench_exact_runs_side_by_side(capsys):
     assert c["same_answer"] and c["joint_draws"] >= 1 and c["naive_seconds"] > 0
     assert out["largest_vocab"]["largest_n"] >= 4 and out["largest_depth"]["largest_depth"] >= 1
     assert code == (0 if c["speedup"] >= 20 else 1)
+
+
+def test_bench_fastpath_quick_json():
+    """The fastpath benchmark's contract fields (a small vocabulary keeps it quick; the
+    README figures come from the full default run)."""
+    pytest.importorskip("torch")
+    r = rheo("bench", "fastpath", "--quick", "--vocab", "2048", "--repeats", "1", "--json")
+    assert r.returncode in (0, 1), r.stderr  # 1 = a speed target missed, reported in the JSON
+    out = json.loads(r.stdout)
+    for key in ("rheo_over_topk", "sparse_over_dense", "fast_over_naive_verify", "meets_targets", "batches"):
+        assert key in out
+    assert set(out["batches"]) == {"1", "16"} and out["verify"]["outputs_equal_float64"] is True
+    assert all(v > 0 for v in (out["rheo_over_topk"], out["sparse_over_dense"], out["fast_over_naive_verify"]))
+    assert "batch 16" in r.stderr  # progress on stderr
+
+
+@pytest.mark.parametrize("args,needle", [(["--vocab", "1"], "--vocab"), (["--repeats", "0"], "--repeats"),
+                                         (["--device", "nonsense"], "--device")])
+def test_bench_fastpath_bad_input_exits_2(args, needle):
+    pytest.importorskip("torch")
+    r = rheo("bench", "fastpath", "--quick", *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
