@@ -73,7 +73,7 @@ def test_fastpath_decisions_equal_reference(device, case, seed, noise, zeros, te
     model = HashTableModel(V, len(temps), seed=seed % 10_000, rows=4096, draft_noise=noise, zero_fraction=zeros,
                            dtype=torch.float64, device=device)
     checks = run_batch(model, cfg, temps, seed, device)
-    note(f"V={V} cfg={cfg} temps={temps} seed={seed}")
+    note(f"V={V} cfg={cfg} temps={temps} seed={seed} noise={noise} zeros={zeros} device={device}")
     for i, c in enumerate(checks):
         event(c.status)
         assert c.status != "differs", f"request {i} (T={temps[i]}): {c.detail}"

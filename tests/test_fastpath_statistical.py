@@ -225,4 +225,4 @@ def test_large_vocab_first_and_second_token_follow_p_T():
 
 @pytest.mark.deep
 def test_large_vocab_first_and_second_token_follow_p_T_deep():
-    _assert_large_vocab(_large_vocab(10 * LARGE_CYCLES, seed=5), tv_first=0.007)
+    _assert_large_vocab(_large_vocab(10 * LARGE_CYCLES, seed=5), tv_first=0.008)
