@@ -11,11 +11,6 @@ from rheo.reference.numbers import CaseError
 
 from .laws import TargetFilters
 
-POLICIES = ("rheo", "topk")
-VERIFIERS = ("rheo", "sample_last", "class_law")
-DRAFT_LAWS = ("sampled", "dense", "untempered")
-
-
 @dataclass(frozen=True)
 class FastConfig:
     """One tree shape and verifier for a whole batch (temperatures are per request).
@@ -51,43 +46,24 @@ class FastConfig:
         return 1 + self.B * (self.depth - 1)
 
     def validate(self) -> "FastConfig":
-        def need_int(name, value, lo):
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise CaseError(name, f"must be an integer >= {lo}, got {value!r}")
+        """The reference's checks (``rheo.reference.Config.validate``: one message per
+        field, naming it), after the fastpath's own proxy spelling."""
+        from rheo.reference.instance import Config, Proxy
+        from rheo.reference.numbers import TargetFilters as RefFilters
 
-        if self.policy not in POLICIES:
-            raise CaseError("policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        need_int("K", self.K, 1)
-        need_int("depth", self.depth, 1)
-        need_int("budget", self.budget, 1)
-        if self.policy == "rheo":
-            need_int("m", self.m, 0)
-            if self.m >= self.K:
-                raise CaseError("m", f"must be <= K-1 = {self.K - 1}, got {self.m}")
-        if self.beam is not None:
-            need_int("beam", self.beam, 1)
-            if self.beam > self.K:
-                raise CaseError("beam", f"must be <= K = {self.K}, got {self.beam}")
-        if self.draft_top_k is not None:
-            need_int("draft_top_k", self.draft_top_k, 1)
-        if self.proxy not in ("rheo", "self"):
-            if isinstance(self.proxy, bool) or not isinstance(self.proxy, (int, float)) or not 0 < self.proxy <= 1:
-                raise CaseError("proxy", f"must be \"rheo\", \"self\" or a constant in (0, 1], got {self.proxy!r}")
-        if not self.epsilon >= 0:
-            raise CaseError("epsilon", f"must be >= 0, got {self.epsilon}")
-        if self.tie_break not in ("slot", "token"):
-            raise CaseError("tie_break", f"must be \"slot\" or \"token\", got {self.tie_break!r}")
-        if self.verify not in VERIFIERS:
-            raise CaseError("verify", f"must be one of {', '.join(VERIFIERS)}, got {self.verify!r}")
-        if self.draft_law not in DRAFT_LAWS:
-            raise CaseError("draft_law", f"must be one of {', '.join(DRAFT_LAWS)}, got {self.draft_law!r}")
+        p = self.proxy
+        if p in ("rheo", "self"):
+            proxy = Proxy(p)
+        elif isinstance(p, (int, float)) and not isinstance(p, bool):
+            proxy = Proxy("constant", value=p)
+        else:
+            raise CaseError("proxy", f"must be \"rheo\", \"self\" or a constant in (0, 1], got {p!r}")
         f = self.filters
-        if f.top_k is not None:
-            need_int("target_top_k", f.top_k, 1)
-        if f.top_p is not None and not 0 < f.top_p <= 1:
-            raise CaseError("target_top_p", f"must lie in (0, 1], got {f.top_p}")
-        if f.min_p is not None and not 0 <= f.min_p <= 1:
-            raise CaseError("target_min_p", f"must lie in [0, 1], got {f.min_p}")
+        Config(policy=self.policy, K=self.K, depth=self.depth, budget=self.budget,
+               m=self.m if self.policy == "rheo" else None, beam=self.beam, proxy=proxy, epsilon=self.epsilon,
+               tie_break=self.tie_break, draft_top_k=self.draft_top_k, verify=self.verify,
+               draft_law=self.draft_law, target_filters=RefFilters(f.top_k, f.top_p, f.min_p),
+               arithmetic="float64").validate()
         return self
 
     @staticmethod

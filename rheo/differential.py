@@ -111,4 +111,25 @@ def compare(fast_tree, fast_result, i: int, inst, uniforms: Uniforms, margin: fl
     return RequestCheck("equal")
 
 
-__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "compare", "reference_cycle", "simulate_cycle"]
+def compare_batch(model, cfg, temperatures, rng, device="cpu"):
+    """One batch through the fastpath and each request through the reference, on the same
+    fresh uniforms (drawn from the numpy Generator ``rng``). ``model`` implements the
+    fastpath's model interface and ``reference_instance(i, cfg, T)``; it is not advanced
+    (its reference tables read its current state). Returns (checks, tree, result)."""
+    import torch
+
+    from rheo.fastpath import Uniforms as FastUniforms
+    from rheo.fastpath import build_tree as fast_build_tree
+    from rheo.fastpath import verify
+
+    ref_u = [Uniforms.random(rng, cfg.K, cfg.B, cfg.depth) for _ in temperatures]
+    insts = [model.reference_instance(i, cfg, t) for i, t in enumerate(temperatures)]
+    uniforms = FastUniforms.stack(ref_u, device=device)
+    T = torch.tensor(list(temperatures), dtype=torch.float64, device=device)
+    tree = fast_build_tree(model.draft_logits, cfg, T, uniforms)
+    result = verify(tree, model.target_logits(tree), T, cfg, uniforms)
+    checks = [compare(tree, result, i, inst, u) for i, (inst, u) in enumerate(zip(insts, ref_u))]
+    return checks, tree, result
+
+
+__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "compare", "compare_batch", "reference_cycle", "simulate_cycle"]

@@ -15,11 +15,10 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import compare  # noqa: E402
+from rheo.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, HashTableModel, PrefixTableModel, TargetFilters, Uniforms, build_tree, verify,
+    FastConfig, HashTableModel, PrefixTableModel, TargetFilters, Uniforms, build_tree,
 )
-from rheo.reference import Uniforms as RefUniforms  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 
@@ -28,14 +27,7 @@ TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
 
 def run_batch(model, cfg, temps, seed, device="cpu"):
     """The fastpath on one batch and the reference on each request; returns the checks."""
-    rng = np.random.default_rng(seed)
-    ref_u = [RefUniforms.random(rng, cfg.K, cfg.B, cfg.depth) for _ in temps]
-    insts = [model.reference_instance(i, cfg, t) for i, t in enumerate(temps)]
-    uniforms = Uniforms.stack(ref_u, device=device)
-    T = torch.tensor(temps, dtype=torch.float64, device=device)
-    tree = build_tree(model.draft_logits, cfg, T, uniforms)
-    result = verify(tree, model.target_logits(tree), T, cfg, uniforms)
-    return [compare(tree, result, i, inst, u) for i, (inst, u) in enumerate(zip(insts, ref_u))]
+    return compare_batch(model, cfg, temps, np.random.default_rng(seed), device)[0]
 
 
 @st.composite

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import compare  # noqa: E402
+from rheo.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
     FastConfig, HashTableModel, TargetFilters, Uniforms, build_tree, run_cycle, verify,
 )
@@ -19,7 +19,6 @@ from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
 from rheo.fastpath.tiny_model import TinyTreeLM  # noqa: E402
 from rheo.fastpath.verify_naive import verify_naive  # noqa: E402
 from rheo.reference import CaseError  # noqa: E402
-from rheo.reference import Uniforms as RefUniforms  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 
@@ -61,17 +60,11 @@ def test_stateful_model_decisions_equal_reference(device):
     rng = np.random.default_rng(1)
     statuses = []
     for cycle in range(6):
-        ref_u = [RefUniforms.random(rng, CFG.K, CFG.B, CFG.depth) for _ in temps]
-        insts = [model.reference_instance(i, CFG, t) for i, t in enumerate(temps)]
-        u = Uniforms.stack(ref_u, device=device)
-        T = torch.tensor(temps, dtype=torch.float64, device=device)
-        tree = build_tree(model.draft_logits, CFG, T, u)
-        result = verify(tree, model.target_logits(tree), T, CFG, u)
-        for i in range(3):  # the reference tables read the model's state: compare before advancing
-            check = compare(tree, result, i, insts[i], ref_u[i])
+        checks, tree, result = compare_batch(model, CFG, temps, rng, device)
+        for check in checks:
             assert check.status != "differs", check.detail
             statuses.append(check.status)
-        model.advance(tree, result)
+        model.advance(tree, result)  # after comparing: the reference tables read the model's state
     assert statuses.count("equal") >= 15
 
 
@@ -163,7 +156,7 @@ def test_float32_path_stays_close_to_float64():
 
 @pytest.mark.parametrize("field,kwargs", [
     ("m", dict(m=3, K=3)), ("K", dict(K=0)), ("beam", dict(beam=5, K=3, m=1)), ("budget", dict(budget=0)),
-    ("proxy", dict(proxy=1.5)), ("verify", dict(verify="eagle")), ("draft_law", dict(draft_law="x")),
+    ("proxy.constant", dict(proxy=1.5)), ("proxy", dict(proxy="paper")), ("verify", dict(verify="eagle")), ("draft_law", dict(draft_law="x")),
     ("draft_top_k", dict(draft_top_k=0)), ("target_top_p", dict(filters=TargetFilters(top_p=0.0))),
     ("tie_break", dict(tie_break="id")), ("policy", dict(policy="greedy")),
 ])
