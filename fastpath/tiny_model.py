@@ -119,7 +119,6 @@ class TinyTreeLM:
 
     # ---- the target over the tree ----
     def target_logits(self, tree: DraftTree) -> torch.Tensor:
-        b = self.batch
         root = torch.tensor([t[-1] for t in self.tokens], device=self.device).unsqueeze(1)
         toks = torch.cat([root, tree.tokens], 1)
         pos = self.length.unsqueeze(1) + tree.position_ids

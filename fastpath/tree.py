@@ -255,7 +255,6 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         L_row.append(row.reshape(b, n))
         L_pre.append(pre.reshape(b, n, depth))
 
-    V = None
     score = pool.factors.to(torch.float64)
     first_code = slot_k.expand(b, 1, K) if cfg.tie_break == "slot" else pool.tokens
     record(pool, score, torch.full((b, 1, K), -1, **i64), first_code, 1,
@@ -272,12 +271,11 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         q_pre = pre.gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
         query = DraftQuery(d - 1, tok.gather(1, sel), q_pre, sel // K, sel % K, sel_ok)
         logits = draft(query)
-        V = logits.shape[-1]
         pool = expand_fn(logits, sel_ok, u, T, cfg)
         pools.append(pool)
         score = sc.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
         prank = _lex_rank(code, ok).gather(1, sel).unsqueeze(-1)
-        mult = K if cfg.tie_break == "slot" else V
+        mult = K if cfg.tie_break == "slot" else logits.shape[-1]  # codes stay below B*K*mult
         code_new = prank * mult + (slot_k.expand(b, B, K) if cfg.tie_break == "slot" else pool.tokens)
         par = (base + sel).unsqueeze(-1).expand(b, B, K)
         row = (row_base + torch.arange(B, **i64)).expand(b, B).unsqueeze(-1).expand(b, B, K)

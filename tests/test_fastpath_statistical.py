@@ -12,7 +12,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rheo.fastpath import FastConfig, HashTableModel, TargetFilters  # noqa: E402
-from rheo.reference import make_instance  # noqa: E402
 from rheo.statistical import (  # noqa: E402
     cycle_law_test, exact_cycle_law, reuse_sample_uniform, sample_cycles,
 )
