@@ -16,7 +16,7 @@ Entry points: ``run_cycle(model, FastConfig(...), temperature)`` or the two halv
 from .config import FastConfig
 from .cycle import run_cycle
 from .laws import TargetFilters, inverse_cdf, ranked_topk, target_law, tempered
-from .models import HashTableModel, PrefixTableModel, ReferenceTableModel, SpecModel, law_logits, reference_config
+from .models import HashTableModel, PrefixTableModel, ReferenceTableModel, SpecModel, law_logits
 from .tree import FILL, LEAD, PAD, SAMPLE, DraftQuery, DraftTree, build_tree, expand
 from .uniforms import Uniforms
 from .verify import VerifyResult, verify
@@ -24,6 +24,6 @@ from .verify import VerifyResult, verify
 __all__ = [
     "FILL", "LEAD", "PAD", "SAMPLE", "DraftQuery", "DraftTree", "FastConfig", "HashTableModel",
     "PrefixTableModel", "ReferenceTableModel", "SpecModel", "TargetFilters", "Uniforms", "VerifyResult", "build_tree", "expand",
-    "inverse_cdf", "law_logits", "ranked_topk", "reference_config", "run_cycle", "target_law", "tempered",
+    "inverse_cdf", "law_logits", "ranked_topk", "run_cycle", "target_law", "tempered",
     "verify",
 ]

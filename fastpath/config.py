@@ -47,24 +47,31 @@ class FastConfig:
 
     def validate(self) -> "FastConfig":
         """The reference's checks (``rheo.reference.Config.validate``: one message per
-        field, naming it), after the fastpath's own proxy spelling."""
+        field, naming it), on the same algorithm as a reference ``Config``."""
+        self.to_reference().validate()
+        return self
+
+    def to_reference(self, temperature: float = 1.0):
+        """The same algorithm as a reference ``Config`` in float64 arithmetic (the inverse
+        of ``from_reference``); ``temperature`` is the one request's T."""
         from rheo.reference.instance import Config, Proxy
         from rheo.reference.numbers import TargetFilters as RefFilters
+        from rheo.reference.numbers import Temperature
 
         p = self.proxy
         if p in ("rheo", "self"):
             proxy = Proxy(p)
         elif isinstance(p, (int, float)) and not isinstance(p, bool):
-            proxy = Proxy("constant", value=p)
+            proxy = Proxy("constant", value=float(p))
         else:
             raise CaseError("proxy", f"must be \"rheo\", \"self\" or a constant in (0, 1], got {p!r}")
         f = self.filters
-        Config(policy=self.policy, K=self.K, depth=self.depth, budget=self.budget,
-               m=self.m if self.policy == "rheo" else None, beam=self.beam, proxy=proxy, epsilon=self.epsilon,
-               tie_break=self.tie_break, draft_top_k=self.draft_top_k, verify=self.verify,
-               draft_law=self.draft_law, target_filters=RefFilters(f.top_k, f.top_p, f.min_p),
-               arithmetic="float64").validate()
-        return self
+        return Config(policy=self.policy, K=self.K, depth=self.depth, budget=self.budget,
+                      m=self.m if self.policy == "rheo" else None, beam=self.beam, proxy=proxy,
+                      epsilon=float(self.epsilon), tie_break=self.tie_break,
+                      temperature=Temperature.parse(repr(float(temperature)), exact=False),
+                      draft_top_k=self.draft_top_k, verify=self.verify, draft_law=self.draft_law,
+                      target_filters=RefFilters(f.top_k, f.top_p, f.min_p), arithmetic="float64")
 
     @staticmethod
     def from_reference(config) -> "FastConfig":

@@ -15,7 +15,7 @@ import torch
 
 from .config import FastConfig
 from .laws import ranked_topk
-from .tree import FILL, LEAD, SAMPLE, _Pool
+from .tree import _Pool, rheo_slots, sample_proxy
 
 
 def expand_dense(logits, valid, u, T, cfg: FastConfig, method: str = "gumbel", generator=None) -> _Pool:
@@ -26,7 +26,7 @@ def expand_dense(logits, valid, u, T, cfg: FastConfig, method: str = "gumbel", g
     K, m = cfg.K, cfg.m
     dev = logits.device
     q = torch.softmax(logits, -1)  # untempered, whole vocabulary
-    vals, ids = ranked_topk(logits, K)
+    _, ids = ranked_topk(logits, K)  # the ranking needs only the top K
     qk = q.gather(-1, ids)
     shape = ids.shape[:-1]
     masked = logits.scatter(-1, ids[..., :m], float("-inf"))  # residual support: all but the leads
@@ -41,26 +41,13 @@ def expand_dense(logits, valid, u, T, cfg: FastConfig, method: str = "gumbel", g
         probs = torch.softmax(scaled, -1).reshape(-1, logits.shape[-1])
         y = torch.multinomial(probs, 1, generator=generator).reshape(shape)
         y = torch.where(zero.squeeze(-1), masked.argmax(-1), y)
-    # Y's rank among the top K (K if it ranks lower): fills are the first K-m-1 of U \\ {Y}
+    # Y's index in U among the top K (K - m when it ranks lower; its slot then holds Y itself)
     hit = ids[..., m:] == y.unsqueeze(-1)
-    j = torch.where(hit.any(-1), hit.to(torch.int8).argmax(-1), torch.full_like(y, K))
-    f = torch.arange(K - m - 1, device=dev)
-    fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)
-    lead_ranks = torch.arange(m, device=dev).expand(shape + (m,))
-    y_rank = (m + j).clamp(max=K - 1)
-    ranks = torch.cat([lead_ranks, y_rank.unsqueeze(-1), fill_ranks], -1)
+    j = torch.where(hit.any(-1), hit.to(torch.int8).argmax(-1), torch.full_like(y, K - m))
+    ranks, kinds, slot_ok = rheo_slots((qk > 0) & valid.unsqueeze(-1), j, cfg)
     tokens = ids.gather(-1, ranks)
     tokens[..., m] = y
-    q_y = q.gather(-1, y.unsqueeze(-1)).squeeze(-1)
-    ok_rank = (qk > 0) & valid.unsqueeze(-1)
-    has_u = ok_rank[..., m] if m < K else torch.zeros_like(valid)
-    slot_ok = torch.cat([ok_rank[..., :m], has_u.unsqueeze(-1), ok_rank.gather(-1, fill_ranks) & has_u.unsqueeze(-1)], -1)
     factors = qk.gather(-1, ranks)
-    if m >= 1:
-        proxy = torch.minimum(qk[..., m - 1], 1 - torch.cumsum(qk[..., :m], -1)[..., -1])
-    else:
-        proxy = torch.clamp(qk[..., 0] + cfg.epsilon, max=1.0)
-    factors[..., m] = proxy if cfg.proxy == "rheo" else q_y
-    kinds = torch.tensor([LEAD] * m + [SAMPLE] + [FILL] * (K - m - 1), dtype=torch.int8, device=dev).expand(shape + (K,))
+    factors[..., m] = sample_proxy(qk, cfg, q.gather(-1, y.unsqueeze(-1)).squeeze(-1))
     zero_law = torch.zeros_like(qk)
     return _Pool(tokens, kinds, ranks, factors, slot_ok, ids, zero_law, zero_law, None)

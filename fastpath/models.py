@@ -20,6 +20,7 @@ the differential and statistical tests compare against.
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable, Protocol
 
 import torch
@@ -56,25 +57,6 @@ def _float_law(logits: torch.Tensor) -> tuple:
     return tuple(torch.softmax(logits.to(torch.float64), -1).tolist())
 
 
-def reference_config(cfg: FastConfig, temperature: float) -> dict:
-    """Keyword arguments for ``rheo.reference.make_instance`` (float64 arithmetic)."""
-    out = dict(policy=cfg.policy, K=cfg.K, depth=cfg.depth, budget=cfg.budget, beam=cfg.beam,
-               tie_break=cfg.tie_break, verify=cfg.verify, draft_law=cfg.draft_law,
-               draft_top_k=cfg.draft_top_k, temperature=repr(float(temperature)), arithmetic="float64")
-    if cfg.policy == "rheo":
-        out["m"] = cfg.m
-        out["proxy"] = cfg.proxy if cfg.proxy in ("rheo", "self") else {"constant": repr(float(cfg.proxy))}
-        out["epsilon"] = repr(float(cfg.epsilon))
-    f = cfg.filters
-    if f.top_k is not None:
-        out["target_top_k"] = f.top_k
-    if f.top_p is not None:
-        out["target_top_p"] = repr(float(f.top_p))
-    if f.min_p is not None:
-        out["target_min_p"] = repr(float(f.min_p))
-    return out
-
-
 class _TableBase:
     """Shared by the table models: laws at (request, token path) and reference instances."""
 
@@ -85,11 +67,12 @@ class _TableBase:
 
     def reference_instance(self, i: int, cfg: FastConfig, temperature: float):
         """Request i's current laws as a float64 reference ``Instance`` for ``cfg``."""
-        from rheo.reference import make_instance
+        from rheo.reference import Instance, Table
 
-        return make_instance(self.vocab_size, lambda pre: _float_law(self.logits_at(i, pre, "target")),
-                             lambda pre: _float_law(self.logits_at(i, pre, "draft")),
-                             **reference_config(cfg, temperature))
+        return Instance(self.vocab_size,
+                        Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
+                        Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"))),
+                        cfg.to_reference(temperature))
 
 
 class HashTableModel(_TableBase):
@@ -131,7 +114,6 @@ class HashTableModel(_TableBase):
         return (h * _C % _P) % self.rows
 
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:
-        import time
         t0 = time.perf_counter()
         h = _fold(self.context.unsqueeze(1).expand(query.tokens.shape), query.prefixes)
         out = self.banks["draft"][self._rows(h)]
@@ -139,7 +121,6 @@ class HashTableModel(_TableBase):
         return out
 
     def target_logits(self, tree: DraftTree) -> torch.Tensor:
-        import time
         t0 = time.perf_counter()
         h = _fold(self.context.unsqueeze(1).expand(tree.prefixes.shape[:2]), tree.prefixes)
         rows, bank = self._rows(h), self.banks["target"]

@@ -24,12 +24,12 @@ import math
 
 import torch
 
-from .models import _float_law, reference_config
+from .models import _TableBase
 from .tree import DraftQuery, DraftTree
 from .verify import VerifyResult
 
 
-class TinyTreeLM:
+class TinyTreeLM(_TableBase):
     def __init__(self, vocab_size: int, prompts: torch.Tensor, *, d: int = 16, max_len: int = 256, seed: int = 0,
                  draft_noise: float = 0.5, dtype=torch.float64, device=None):
         """prompts: [b, P] token ids (P >= 1); the last prompt token is the first root."""
@@ -142,15 +142,8 @@ class TinyTreeLM:
         for i in range(b):
             self.tokens[i].extend(result.output(i))
 
-    # ---- the same laws for the reference engine ----
+    # ---- the same laws for the reference engine (``reference_instance`` from _TableBase) ----
     def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
         if side == "target":
             return self.full_logits(i, self.tokens[i] + list(prefix))
         return self.head_logits(i, prefix)
-
-    def reference_instance(self, i: int, cfg, temperature: float):
-        from rheo.reference import make_instance
-
-        return make_instance(self.vocab_size, lambda pre: _float_law(self.logits_at(i, pre, "target")),
-                             lambda pre: _float_law(self.logits_at(i, pre, "draft")),
-                             **reference_config(cfg, temperature))

@@ -161,28 +161,12 @@ def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.
         return _Pool(ids[..., :K], kinds, ranks, q[..., :K], ok[..., :K], ids, zero, zero, None)
     m = cfg.m
     okU = ok[..., m:]
-    has_u = okU[..., 0]
     neg = torch.full_like(vals[..., m:], float("-inf"))
     r = torch.where(okU, tempered(torch.where(okU, vals[..., m:], neg), T), torch.zeros_like(vals[..., m:]))
     j = inverse_cdf(r, u.to(r.dtype))  # Y's index in U (rank order)
-    y_rank = m + j
-    if cfg.proxy == "rheo":
-        if m >= 1:
-            z = 1 - torch.cumsum(q[..., :m], -1)[..., -1]
-            proxy = torch.minimum(q[..., m - 1], z)
-        else:
-            proxy = torch.clamp(q[..., 0] + cfg.epsilon, max=1.0)
-    elif cfg.proxy == "self":
-        proxy = q.gather(-1, y_rank.unsqueeze(-1)).squeeze(-1)
-    else:
-        proxy = torch.full_like(q[..., 0], float(cfg.proxy))
-    f, lead_r, kind_row = _pool_constants(K, m, logits.device)
-    fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)  # first K-m-1 of U without Y
-    ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
-    kinds = kind_row.expand(shape + (K,))
-    slot_ok = torch.cat([ok[..., :m], has_u.unsqueeze(-1), ok.gather(-1, fill_ranks) & has_u.unsqueeze(-1)], -1)
+    ranks, kinds, slot_ok = rheo_slots(ok, j, cfg)
     factors = q.gather(-1, ranks)
-    factors[..., m] = proxy
+    factors[..., m] = sample_proxy(q, cfg, q.gather(-1, ranks[..., m:m + 1]).squeeze(-1))
     lead_zero = torch.zeros_like(q[..., :m])
     residual = torch.cat([lead_zero, r], -1)
     check, dense = residual, None
@@ -192,6 +176,35 @@ def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.
         masked = logits.scatter(-1, ids[..., :m], float("-inf"))  # leads out, no truncation
         dense = tempered(masked, T)
     return _Pool(ids.gather(-1, ranks), kinds, ranks, factors, slot_ok, ids, residual, check, dense)
+
+
+def rheo_slots(ok: torch.Tensor, j: torch.Tensor, cfg: FastConfig):
+    """A rheo pool's slots (SPEC 2) from the ranked draft tokens' presence ok [..., W] and
+    Y's index j [...] in U (rank order; j >= W - m: Y ranks beyond the kept tokens).
+    Returns ranks [..., K] (slot -> rank; the sample's clamped into range), kinds and
+    slot_ok: leads x_1..x_m, the sample, fills = the first K-m-1 tokens of U without Y."""
+    K, m, W = cfg.K, cfg.m, ok.shape[-1]
+    shape = ok.shape[:-1]
+    f, lead_r, kind_row = _pool_constants(K, m, ok.device)
+    fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)
+    y_rank = (m + j).clamp(max=W - 1)
+    ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
+    has_u = ok[..., m:m + 1]
+    slot_ok = torch.cat([ok[..., :m], has_u, ok.gather(-1, fill_ranks) & has_u], -1)
+    return ranks, kind_row.expand(shape + (K,)), slot_ok
+
+
+def sample_proxy(q: torch.Tensor, cfg: FastConfig, q_y: torch.Tensor) -> torch.Tensor:
+    """The sample's construction factor (SPEC 2) from the ranked draft law q [..., W] and
+    the drawn token's own q(Y) [...] (used only by the "self" control)."""
+    m = cfg.m
+    if cfg.proxy == "rheo":
+        if m >= 1:
+            return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
+        return torch.clamp(q[..., 0] + cfg.epsilon, max=1.0)
+    if cfg.proxy == "self":
+        return q_y
+    return torch.full_like(q[..., 0], float(cfg.proxy))
 
 
 def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> torch.Tensor:

@@ -133,15 +133,16 @@ def test_naive_verifier_equals_batched(T):
 def test_dense_baseline_builds_the_same_tree_at_temperature_zero():
     """With nothing to draw (T = 0) the full-vocabulary baseline's pools are the sparse
     path's pools without truncation."""
-    cfg = FastConfig(K=4, depth=3, budget=9, m=1, beam=2, draft_top_k=None)
     model = HashTableModel(64, 4, seed=1, dtype=torch.float64)
     T = torch.zeros(4, dtype=torch.float64)
     u = Uniforms.random(4, 4, 2, 3, torch.Generator().manual_seed(0))
-    a = build_tree(model.draft_logits, cfg, T, u)
-    for method in ("gumbel", "multinomial"):
-        b = build_tree(model.draft_logits, cfg, T, u,
-                       expand_fn=lambda *x, **k: expand_dense(*x, method=method, **k))
-        assert [a.request(i) for i in range(4)] == [b.request(i) for i in range(4)]
+    for m, proxy in ((1, "rheo"), (0, "rheo"), (1, 0.05), (2, "self")):
+        cfg = FastConfig(K=4, depth=3, budget=9, m=m, beam=2, draft_top_k=None, proxy=proxy)
+        a = build_tree(model.draft_logits, cfg, T, u)
+        for method in ("gumbel", "multinomial"):
+            b = build_tree(model.draft_logits, cfg, T, u,
+                           expand_fn=lambda *x, **k: expand_dense(*x, method=method, **k))
+            assert [a.request(i) for i in range(4)] == [b.request(i) for i in range(4)], (m, proxy, method)
 
 
 def test_float32_path_stays_close_to_float64():
