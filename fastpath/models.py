@@ -113,17 +113,27 @@ class HashTableModel(_TableBase):
     def _rows(self, h: torch.Tensor) -> torch.Tensor:
         return (h * _C % _P) % self.rows
 
+    def _prefix_rows(self, prefixes: torch.Tensor, requests: torch.Tensor | None = None) -> torch.Tensor:
+        """Bank rows of token paths [n, ..., L] (-1 padded) from the contexts of
+        ``requests`` [n] (default: every request, n = b)."""
+        ctx = self.context if requests is None else self.context[requests]
+        return self._rows(_fold(ctx.view((-1,) + (1,) * (prefixes.dim() - 2)).expand(prefixes.shape[:-1]), prefixes))
+
+    def prefix_logits(self, prefixes: torch.Tensor, side: str = "target",
+                      requests: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits at token paths [n, ..., L] (-1 padded) of ``requests`` [n] (default all):
+        [n, ..., V]."""
+        return self.banks[side][self._prefix_rows(prefixes, requests)]
+
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:
         t0 = time.perf_counter()
-        h = _fold(self.context.unsqueeze(1).expand(query.tokens.shape), query.prefixes)
-        out = self.banks["draft"][self._rows(h)]
+        out = self.prefix_logits(query.prefixes, "draft")
         self.forward_seconds += time.perf_counter() - t0
         return out
 
     def target_logits(self, tree: DraftTree) -> torch.Tensor:
         t0 = time.perf_counter()
-        h = _fold(self.context.unsqueeze(1).expand(tree.prefixes.shape[:2]), tree.prefixes)
-        rows, bank = self._rows(h), self.banks["target"]
+        rows, bank = self._prefix_rows(tree.prefixes), self.banks["target"]
         if self.lazy_target:  # only the visited nodes' rows are ever materialized
             out = lambda ix, nodes: bank[rows[ix, nodes]]  # noqa: E731
         else:
@@ -225,11 +235,17 @@ class ReferenceTableModel(_TableBase):
     def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
         return self.tables[side][self._code_of(prefix)].cpu()
 
+    def prefix_logits(self, prefixes: torch.Tensor, side: str = "target",
+                      requests: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits at token paths [n, ..., L] (-1 padded): [n, ..., V] (every request has
+        the same root, so ``requests`` does not matter)."""
+        return self.tables[side][self._codes(prefixes)]
+
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:
-        return self.tables["draft"][self._codes(query.prefixes)]
+        return self.prefix_logits(query.prefixes, "draft")
 
     def target_logits(self, tree: DraftTree) -> torch.Tensor:
-        return self.tables["target"][self._codes(tree.prefixes)]
+        return self.prefix_logits(tree.prefixes)
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
         pass

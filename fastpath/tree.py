@@ -266,7 +266,8 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         L_code.append(code.reshape(b, n))
         L_depth.append(torch.full((b, n), depth, **i64))
         L_row.append(row.reshape(b, n))
-        L_pre.append(pre.reshape(b, n, depth))
+        pre = pre.reshape(b, n, depth)  # token paths, -1 padded to D
+        L_pre.append(torch.cat([pre, pre.new_full((b, n, D - depth), -1)], -1))
 
     score = pool.factors.to(torch.float64)
     first_code = slot_k.expand(b, 1, K) if cfg.tie_break == "slot" else pool.tokens
@@ -281,7 +282,7 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         e = n_exp.unsqueeze(1) + torch.arange(B, **i64)
         n_exp = n_exp + sel_ok.sum(1)
         u = uniforms.u_draw.gather(1, e.clamp(max=E - 1))
-        q_pre = pre.gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
+        q_pre = pre[..., :d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
         query = DraftQuery(d - 1, tok.gather(1, sel), q_pre, sel // K, sel % K, sel_ok)
         logits = draft(query)
         pool = expand_fn(logits, sel_ok, u, T, cfg)
@@ -324,6 +325,12 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
     depths = torch.where(valid, depth.gather(1, order), pad)
     scores = torch.where(valid, score.gather(1, order), torch.zeros((b, R), dtype=score.dtype, device=dev))
     rows = row.gather(1, order)
+    pre = torch.cat(L_pre, 1)
+    if pre.shape[1] < tok.shape[1]:  # the padding column added above
+        pre = torch.cat([pre, pre[:, :1]], 1)
+    node_pre = torch.where(valid.unsqueeze(-1), pre.gather(1, order.unsqueeze(-1).expand(b, R, D)),
+                           torch.full((b, R, D), -1, **i64))
+    prefixes = torch.cat([torch.full((b, 1, D), -1, **i64), node_pre], 1)
 
     # sparse residual laws of the sample nodes, gathered from their parents' expansions
     ids_all = torch.cat([p.ids for p in pools], 1)  # [b, rows, W]
@@ -346,15 +353,15 @@ def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Unifo
         verify_dense = dense_all.gather(1, rows.unsqueeze(-1).expand(b, R, Vd))
         verify_dense = torch.where(is_sample.unsqueeze(-1), verify_dense, torch.zeros_like(verify_dense))
 
-    mask, pos_ids, children, prefixes, retrieve = _tree_tensors(tokens, parents, depths, slots, valid, K, D)
+    mask, pos_ids, children, retrieve = _tree_tensors(parents, depths, slots, valid, K, D)
     return DraftTree(tokens, parents, depths, slots, kinds, ranks, scores, valid, num_nodes, mask, pos_ids,
                      children, prefixes, retrieve, sample_ids, sample_probs, verify_probs, verify_dense, n_exp)
 
 
-def _tree_tensors(tokens, parents, depths, slots, valid, K, D):
-    """Attention mask, position ids, children table, prefixes and retrieve indices."""
-    b, R = tokens.shape
-    dev = tokens.device
+def _tree_tensors(parents, depths, slots, valid, K, D):
+    """Attention mask, position ids, children table and retrieve indices."""
+    b, R = parents.shape
+    dev = parents.device
     i64 = dict(dtype=torch.int64, device=dev)
     ar = torch.arange(b, **i64).unsqueeze(1)
     # parent in root-included indexing: root = 0, node i = i + 1; the root has none (-1)
@@ -364,8 +371,6 @@ def _tree_tensors(tokens, parents, depths, slots, valid, K, D):
     idx = torch.arange(R + 1, **i64).expand(b, R + 1)
     mask = torch.eye(R + 1, dtype=torch.bool, device=dev).expand(b, R + 1, R + 1).clone()
     anc = torch.full((b, R + 1, D + 1), -1, **i64)  # anc[i, d] = the ancestor of i at depth d
-    prefixes = torch.full((b, R + 1, D), -1, **i64)
-    tok1 = torch.cat([torch.zeros((b, 1), **i64), tokens], 1)
     cur = torch.where(valid1, idx, torch.full_like(idx, -1))
     rows = torch.arange(R + 1, **i64).expand(b, R + 1)
     for _ in range(D + 1):
@@ -374,8 +379,6 @@ def _tree_tensors(tokens, parents, depths, slots, valid, K, D):
         mask[ar.expand(b, R + 1)[live], rows[live], c[live]] = True
         dpos = depth1.gather(1, c)
         anc[ar.expand(b, R + 1)[live], rows[live], dpos[live]] = c[live]
-        tk = live & (dpos > 0)
-        prefixes[ar.expand(b, R + 1)[tk], rows[tk], (dpos - 1)[tk]] = tok1.gather(1, c)[tk]
         cur = torch.where(live, par1.gather(1, c), cur)
     children = torch.full((b, (R + 1) * K + 1), -1, **i64)
     flat = torch.where(valid, (parents + 1) * K + slots, torch.full_like(parents, (R + 1) * K))
@@ -387,4 +390,4 @@ def _tree_tensors(tokens, parents, depths, slots, valid, K, D):
     retrieve = anc[:, 1:].gather(1, order.unsqueeze(-1).expand(b, R, D + 1))
     retrieve = torch.where(leaf.gather(1, order).unsqueeze(-1), retrieve, torch.full_like(retrieve, -1))
     position_ids = torch.where(valid1, depth1, torch.zeros_like(depth1))
-    return mask, position_ids, children, prefixes, retrieve
+    return mask, position_ids, children, retrieve

@@ -49,29 +49,26 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
             toks, lens = _continue(model, cfg, T, toks, lens, continue_to, g)
         toks, lens = toks.cpu(), lens.cpu()
         for L in range(1, toks.shape[1] + 1):
-            rows = toks[lens == L, :L]
-            if rows.numel():
-                uniq, cnt = torch.unique(rows, dim=0, return_counts=True)
-                for row, c in zip(uniq.tolist(), cnt.tolist()):
-                    counts[tuple(row)] += c
+            _count_rows(counts, toks[lens == L, :L])
         done += b
     return counts
 
 
 def _continue(model, cfg, T, toks, lens, L, g):
-    """Extend each output (tokens [b, D+1], lengths [b]) by target samples to length L."""
+    """Extend each output (tokens [b, D+1], lengths [b]) by target samples to length L
+    (``model.prefix_logits``: a table model's logits at token paths)."""
     b = toks.shape[0]
     out = torch.full((b, L), -1, dtype=torch.int64, device=toks.device)
     w = min(L, toks.shape[1])
     out[:, :w] = toks[:, :w]
     for pos in range(L):
-        need = lens <= pos
-        if not bool(need.any()):
+        need = (lens <= pos).nonzero().squeeze(1)  # outputs shorter than pos + 1
+        if need.numel() == 0:
             continue
-        prefix = torch.where(torch.arange(L, device=toks.device) < pos, out, torch.full_like(out, -1))
-        p = target_law(model.tables["target"][model._codes(prefix)], T, cfg.filters)
-        draw = torch.multinomial(p, 1, generator=g).squeeze(1)
-        out[:, pos] = torch.where(need, draw, out[:, pos])
+        prefix = torch.full((need.numel(), L), -1, dtype=torch.int64, device=toks.device)
+        prefix[:, :pos] = out[need, :pos]
+        p = target_law(model.prefix_logits(prefix, requests=need), T[need], cfg.filters)
+        out[need, pos] = torch.multinomial(p, 1, generator=g).squeeze(1)
     return out, torch.full_like(lens, L)
 
 
@@ -121,25 +118,20 @@ def sample_first_two(model, cfg: FastConfig, temperature: float, cycles: int, *,
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)
         tree = build_tree(model.draft_logits, cfg, T, u)
         result = verify(tree, model.target_logits(tree), T, cfg, u)
-        toks = result.tokens.clone()
-        short = (result.lengths == 1).nonzero().squeeze(1)
-        if short.numel():
-            x = toks[short, 0]
-            h = _fold_one(model, x)
-            p = target_law(model.banks["target"][model._rows(h)], T[short], cfg.filters)
-            toks[short, 1] = torch.multinomial(p, 1, generator=g).squeeze(1)
-        for t, c in zip(*torch.unique(toks[:, 0], return_counts=True)):
-            first[int(t)] += int(c)
-        uniq, cnt = torch.unique(toks[:, :2], dim=0, return_counts=True)
-        for row, c in zip(uniq.tolist(), cnt.tolist()):
-            pairs[tuple(row)] += c
+        toks, _ = _continue(model, cfg, T, result.tokens, result.lengths, 2, g)
+        _count_rows(pairs, toks)
         done += b
+    for (t1, _), c in pairs.items():
+        first[t1] += c
     return first, pairs
 
 
-def _fold_one(model, x: torch.Tensor) -> torch.Tensor:
-    from rheo.fastpath.models import _fold
-    return _fold(model.context[:1].expand(x.shape[0]), x.unsqueeze(1))
+def _count_rows(counts: Counter, rows: torch.Tensor) -> None:
+    """Add each distinct row of ``rows`` [n, L] to ``counts`` (keyed by token tuple)."""
+    if rows.numel():
+        uniq, cnt = torch.unique(rows.cpu(), dim=0, return_counts=True)
+        for row, c in zip(uniq.tolist(), cnt.tolist()):
+            counts[tuple(row)] += c
 
 
 def table_law(model, prefix: tuple, cfg: FastConfig, temperature: float) -> dict:
