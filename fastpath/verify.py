@@ -133,8 +133,9 @@ def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uni
 
     target_logits: [b, R+1, V] target logits at the root (index 0) and at every draft node
     (index i + 1 for node i), or a callable ``(rows [n], nodes [n]) -> [n, V]`` that
-    answers only the visited nodes with a fresh tensor (it is used in place); T: [b] temperatures; uniforms: SPEC 7 (u_sample,
-    u_det, u_final). Policy "topk" verifies one-hot (no stochastic step).
+    answers only the visited nodes with a fresh tensor (it is used in place);
+    T: [b] temperatures; uniforms: SPEC 7 (u_sample, u_det, u_final).
+    Policy "topk" verifies one-hot (no stochastic step).
     """
     b, R = tree.tokens.shape
     D, K = cfg.depth, cfg.K

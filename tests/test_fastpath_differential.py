@@ -82,6 +82,8 @@ def test_near_threshold_requests_are_rare():
                          m=int(rng.integers(0, K)), draft_top_k=None).validate()
         model = HashTableModel(int(rng.integers(2, 7)), 3, seed=k, rows=4096, dtype=torch.float64)
         statuses += [c.status for c in run_batch(model, cfg, [0.5, 1.0, 0.0], k)]
+    print(f"near-threshold census: {statuses.count('equal')} equal, {statuses.count('near')} set aside "
+          f"of {len(statuses)}")
     assert "differs" not in statuses
     assert statuses.count("near") <= 6, statuses.count("near")
 
