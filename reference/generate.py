@@ -50,3 +50,28 @@ def hashed_instance(n: int, seed: int, max_weight: int = 20, zero_share: int = 0
         target = Table("target", {}, fn=lambda pre: tuple(float(x) for x in t0(pre)))
         draft = Table("draft", {}, fn=lambda pre: tuple(float(x) for x in d0(pre)))
     return make_instance(n, target, draft, **config)
+
+
+def hashed_case(n: int, seed: int, depth: int, max_weight: int = 20, zero_share: int = 0, **config) -> dict:
+    """The same generated tables as a SPEC 8 case dict (every prefix a cycle can reach
+    listed), so a generated instance can be saved, replayed and read by ``rheo exact``.
+
+    >>> case = hashed_case(2, seed=0, depth=1, policy="topk", K=1, budget=1)
+    >>> sorted(case["target"]), sorted(case["draft"])
+    (['', '0', '1'], [''])
+    """
+    import itertools
+
+    def law(prefix, salt):
+        return [f"{x.numerator}/{x.denominator}" for x in hashed_law(n, seed, prefix, max_weight, zero_share, salt)]
+
+    target, draft = {}, {}
+    for length in range(depth + 1):
+        for prefix in itertools.product(range(n), repeat=length):
+            key = ",".join(map(str, prefix))
+            target[key] = law(prefix, "target")
+            if length < depth:
+                draft[key] = law(prefix, "draft")
+    case = {"vocab_size": n, "target": target, "draft": draft, "depth": depth}
+    case.update({k: v for k, v in config.items() if v is not None})
+    return case

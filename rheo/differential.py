@@ -132,4 +132,65 @@ def compare_batch(model, cfg, temperatures, rng, device="cpu"):
     return checks, tree, result
 
 
-__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "compare", "compare_batch", "reference_cycle", "simulate_cycle"]
+TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
+
+
+def fast_configs(variants: bool = True):
+    """A Hypothesis strategy of (V, FastConfig): every policy, m, depth 1-4, beam, budget,
+    draft_top_k, target filters, and (``variants``) the wrong-on-purpose variants."""
+    from hypothesis import strategies as st
+
+    from rheo.fastpath import FastConfig, TargetFilters
+
+    @st.composite
+    def draw_config(draw):
+        K = draw(st.integers(1, 4))
+        policy = draw(st.sampled_from(("rheo", "rheo", "topk")))
+        m = draw(st.integers(0, K - 1))
+        depth = draw(st.integers(1, 4))
+        beam = draw(st.integers(1, K))
+        budget = draw(st.integers(1, K * (1 + beam * (depth - 1))))
+        V = draw(st.integers(2, 7))
+        top_k = draw(st.one_of(st.none(), st.integers(1, V)))
+        kw = {}
+        if variants and policy == "rheo":
+            kw["proxy"] = draw(st.sampled_from(("rheo", "rheo", "self", 0.25, 0.6)))
+            kw["verify"] = draw(st.sampled_from(("rheo", "rheo", "sample_last", "class_law")))
+            kw["draft_law"] = draw(st.sampled_from(("sampled", "sampled", "dense", "untempered")))
+            kw["epsilon"] = draw(st.sampled_from((0.0, 0.0, 0.05)))
+        if variants:
+            kw["tie_break"] = draw(st.sampled_from(("slot", "slot", "token")))
+        filters = TargetFilters(draw(st.one_of(st.none(), st.integers(1, V))),
+                                draw(st.one_of(st.none(), st.sampled_from((0.5, 0.75, 0.9)))),
+                                draw(st.one_of(st.none(), st.sampled_from((0.05, 0.2)))))
+        cfg = FastConfig(K=K, depth=depth, budget=budget, policy=policy, m=m, beam=beam, draft_top_k=top_k,
+                         filters=filters, **kw).validate()
+        return V, cfg
+
+    return draw_config()
+
+
+def fast_examples(variants: bool = True):
+    """(V, cfg) from ``fast_configs`` plus a table-model seed, draft noise, a share of
+    zero-probability tokens and three per-request temperatures."""
+    from hypothesis import strategies as st
+    return st.fixed_dictionaries({
+        "case": fast_configs(variants), "seed": st.integers(0, 2**31 - 1),
+        "noise": st.sampled_from((0.3, 1.0, 3.0)), "zeros": st.sampled_from((0.0, 0.0, 0.3)),
+        "temps": st.lists(st.sampled_from(TEMPERATURES), min_size=3, max_size=3)})
+
+
+def check_example(example: dict, device="cpu"):
+    """The checks of one ``fast_examples`` example (float64 table model, same uniforms)."""
+    import numpy as np
+    import torch
+
+    from rheo.fastpath import HashTableModel
+    V, cfg = example["case"]
+    temps = example["temps"]
+    model = HashTableModel(V, len(temps), seed=example["seed"] % 10_000, rows=4096, draft_noise=example["noise"],
+                           zero_fraction=example["zeros"], dtype=torch.float64, device=device)
+    return compare_batch(model, cfg, temps, np.random.default_rng(example["seed"]), device)[0]
+
+
+__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "check_example", "compare", "compare_batch", "fast_configs", "fast_examples", "reference_cycle", "simulate_cycle"]

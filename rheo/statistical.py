@@ -99,6 +99,47 @@ def reuse_sample_uniform(u: Uniforms) -> None:
     u.u_det[:, :, 0] = u.u_sample
 
 
+def random_instance(V: int, cfg: FastConfig, T: float, seed: int, noise: float = 1.0, scale: float = 0.8):
+    """A reference instance whose laws come from random logits (scale x N(0, 1); the draft
+    adds noise x N(0, 1))."""
+    from rheo.fastpath import HashTableModel
+    model = HashTableModel(V, 1, seed=seed, rows=4096, scale=scale, draft_noise=noise, dtype=torch.float64)
+    return model.reference_instance(0, cfg, T)
+
+
+def quiet_cases() -> dict:
+    """(V, cfg, T) of the cycle-law cases: the fastpath must match the reference's law."""
+    from rheo.fastpath import TargetFilters
+    return {
+        "rheo_m1_fills": (5, FastConfig(K=3, depth=3, budget=6, m=1, beam=2, draft_top_k=None), 1.0),
+        "rheo_m0_sparse_top_p": (6, FastConfig(K=3, depth=2, budget=7, m=0, draft_top_k=4,
+                                               filters=TargetFilters(top_p=0.9)), 0.5),
+        "topk": (5, FastConfig(K=2, depth=3, budget=5, policy="topk", beam=2, draft_top_k=None), 1.0),
+        "rheo_m2_min_p": (4, FastConfig(K=3, depth=3, budget=5, m=2, beam=1, draft_top_k=None,
+                                        filters=TargetFilters(min_p=0.05)), 1.5),
+    }
+
+
+PLANTED_BASE = (5, FastConfig(K=3, depth=2, budget=6, m=1, beam=2, draft_top_k=None), 0.6)
+PLANTED_BUGS = ("constant_proxy_below_bound", "sample_last", "untempered_draft_law", "uniform_reused")
+
+
+def planted(kind: str):
+    """(buggy config, tamper) of a planted bug on ``PLANTED_BASE``: a constant proxy below
+    the bound, sample_last, an untempered draft law, or one uniform reused."""
+    import dataclasses
+    _, cfg, _ = PLANTED_BASE
+    if kind == "constant_proxy_below_bound":
+        return dataclasses.replace(cfg, proxy=0.02), None
+    if kind == "sample_last":
+        return dataclasses.replace(cfg, verify="sample_last"), None
+    if kind == "untempered_draft_law":
+        return dataclasses.replace(cfg, draft_law="untempered"), None
+    if kind == "uniform_reused":
+        return cfg, reuse_sample_uniform
+    raise KeyError(kind)
+
+
 def sample_first_two(model, cfg: FastConfig, temperature: float, cycles: int, *, seed: int = 0,
                      batch: int = 2000) -> tuple[Counter, Counter]:
     """Cycles of a shared-context ``HashTableModel`` (the root never moves): counts of the

@@ -11,18 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import event, given, note
-from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import compare_batch  # noqa: E402
+from rheo.differential import check_example, compare_batch, fast_examples  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
     FastConfig, HashTableModel, PrefixTableModel, TargetFilters, Uniforms, build_tree,
 )
 
 from .devices import DEVICES  # noqa: E402
-
-TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
 
 
 def run_batch(model, cfg, temps, seed, device="cpu"):
@@ -30,45 +27,14 @@ def run_batch(model, cfg, temps, seed, device="cpu"):
     return compare_batch(model, cfg, temps, np.random.default_rng(seed), device)[0]
 
 
-@st.composite
-def fast_configs(draw, variants: bool = True):
-    K = draw(st.integers(1, 4))
-    policy = draw(st.sampled_from(("rheo", "rheo", "topk")))
-    m = draw(st.integers(0, K - 1))
-    depth = draw(st.integers(1, 4))
-    beam = draw(st.integers(1, K))
-    budget = draw(st.integers(1, K * (1 + beam * (depth - 1))))
-    V = draw(st.integers(2, 7))
-    top_k = draw(st.one_of(st.none(), st.integers(1, V)))
-    kw = {}
-    if variants and policy == "rheo":
-        kw["proxy"] = draw(st.sampled_from(("rheo", "rheo", "self", 0.25, 0.6)))
-        kw["verify"] = draw(st.sampled_from(("rheo", "rheo", "sample_last", "class_law")))
-        kw["draft_law"] = draw(st.sampled_from(("sampled", "sampled", "dense", "untempered")))
-        kw["epsilon"] = draw(st.sampled_from((0.0, 0.0, 0.05)))
-    if variants:
-        kw["tie_break"] = draw(st.sampled_from(("slot", "slot", "token")))
-    filters = TargetFilters(draw(st.one_of(st.none(), st.integers(1, V))),
-                            draw(st.one_of(st.none(), st.sampled_from((0.5, 0.75, 0.9)))),
-                            draw(st.one_of(st.none(), st.sampled_from((0.05, 0.2)))))
-    cfg = FastConfig(K=K, depth=depth, budget=budget, policy=policy, m=m, beam=beam, draft_top_k=top_k,
-                     filters=filters, **kw).validate()
-    return V, cfg
-
-
 @pytest.mark.parametrize("device", DEVICES)
-@given(case=fast_configs(), seed=st.integers(0, 2**31 - 1),
-       noise=st.sampled_from((0.3, 1.0, 3.0)), zeros=st.sampled_from((0.0, 0.0, 0.3)),
-       temps=st.lists(st.sampled_from(TEMPERATURES), min_size=3, max_size=3))
-def test_fastpath_decisions_equal_reference(device, case, seed, noise, zeros, temps):
-    V, cfg = case
-    model = HashTableModel(V, len(temps), seed=seed % 10_000, rows=4096, draft_noise=noise, zero_fraction=zeros,
-                           dtype=torch.float64, device=device)
-    checks = run_batch(model, cfg, temps, seed, device)
-    note(f"V={V} cfg={cfg} temps={temps} seed={seed} noise={noise} zeros={zeros} device={device}")
+@given(example=fast_examples())
+def test_fastpath_decisions_equal_reference(device, example):
+    checks = check_example(example, device)
+    note(f"{example} device={device}")
     for i, c in enumerate(checks):
         event(c.status)
-        assert c.status != "differs", f"request {i} (T={temps[i]}): {c.detail}"
+        assert c.status != "differs", f"request {i} (T={example['temps'][i]}): {c.detail}"
 
 
 def test_near_threshold_requests_are_rare():

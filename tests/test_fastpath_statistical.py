@@ -11,9 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.fastpath import FastConfig, HashTableModel, TargetFilters  # noqa: E402
+from rheo.fastpath import FastConfig  # noqa: E402
 from rheo.statistical import (  # noqa: E402
-    cycle_law_test, exact_cycle_law, reuse_sample_uniform, sample_cycles,
+    PLANTED_BASE, PLANTED_BUGS, cycle_law_test, exact_cycle_law, planted, quiet_cases, random_instance,
+    reuse_sample_uniform, sample_cycles,
 )
 from rheo.stats import detectable_tv, gof  # noqa: E402
 
@@ -21,20 +22,7 @@ from .devices import DEVICES  # noqa: E402
 from .stat_family import CASE_ALPHA, CI_CYCLES, LARGE_CYCLES  # noqa: E402
 
 
-def random_instance(V, cfg, T, seed, noise=1.0, scale=0.8):
-    """Laws from random logits (scale x N(0, 1); the draft adds noise x N(0, 1))."""
-    model = HashTableModel(V, 1, seed=seed, rows=4096, scale=scale, draft_noise=noise, dtype=torch.float64)
-    return model.reference_instance(0, cfg, T)
-
-
-QUIET = {
-    "rheo_m1_fills": (5, FastConfig(K=3, depth=3, budget=6, m=1, beam=2, draft_top_k=None), 1.0),
-    "rheo_m0_sparse_top_p": (6, FastConfig(K=3, depth=2, budget=7, m=0, draft_top_k=4,
-                                           filters=TargetFilters(top_p=0.9)), 0.5),
-    "topk": (5, FastConfig(K=2, depth=3, budget=5, policy="topk", beam=2, draft_top_k=None), 1.0),
-    "rheo_m2_min_p": (4, FastConfig(K=3, depth=3, budget=5, m=2, beam=1, draft_top_k=None,
-                                    filters=TargetFilters(min_p=0.05)), 1.5),
-}
+QUIET = quiet_cases()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -51,28 +39,14 @@ def test_fastpath_cycle_law_matches_reference(name, device):
 
 # ---- calibration: planted bugs must fire ----
 
-BASE = (5, FastConfig(K=3, depth=2, budget=6, m=1, beam=2, draft_top_k=None), 0.6)
+BASE = PLANTED_BASE
 
 
-def _planted(kind):
-    V, cfg, T = BASE
-    import dataclasses
-    if kind == "constant_proxy_below_bound":
-        return dataclasses.replace(cfg, proxy=0.02), None
-    if kind == "sample_last":
-        return dataclasses.replace(cfg, verify="sample_last"), None
-    if kind == "untempered_draft_law":
-        return dataclasses.replace(cfg, draft_law="untempered"), None
-    if kind == "uniform_reused":
-        return cfg, reuse_sample_uniform
-    raise KeyError(kind)
-
-
-@pytest.mark.parametrize("kind", ["constant_proxy_below_bound", "sample_last", "untempered_draft_law", "uniform_reused"])
+@pytest.mark.parametrize("kind", PLANTED_BUGS)
 def test_calibration_fires_on_planted_bug(kind):
     V, cfg, T = BASE
     inst = random_instance(V, cfg, T, seed=5)
-    bug_cfg, tamper = _planted(kind)
+    bug_cfg, tamper = planted(kind)
     counts = sample_cycles(inst, CI_CYCLES, seed=2, cfg=bug_cfg, tamper=tamper)
     result = cycle_law_test(inst, counts, CASE_ALPHA)
     print(f"{kind}: {result.describe()}")

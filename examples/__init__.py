@@ -1,0 +1,1 @@
+"""Example implementations of the ``rheo gate --impl`` protocol (see README)."""

@@ -1,0 +1,379 @@
+"""``rheo gate``: the lossless-regression gate (exact matrix, negative controls, fastpath
+checks) and the checks of another implementation (``--impl``).
+
+Every check returns a verdict (pass / fail / skip), its time, a one-line detail and, when
+it has one, a counterexample file. A negative control *passes* when it is caught: a gate
+whose controls are not caught could not fire, so it proves nothing.
+
+Profiles: ``quick`` (the default, under 3 minutes on a 2-core machine: the saved corpus,
+bounded reproducible searches, 200,000-cycle samples) and ``deep`` (fresh random searches
+with 10x the examples, more exact configurations, 1,000,000-cycle samples; like the
+``deep`` test profile).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+INSTALL_TORCH = 'pip install "rheosampling[torch]"  (on this project\'s machines: pip install torch==2.13.0)'
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    matrix: str  # "quick" | "deep" exact matrix
+    search_examples: int  # per negative control (fresh search)
+    fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
+    fast_examples: int  # fastpath decision equality (x 3 requests each)
+    fast_cycles: int  # fastpath cycle-law samples per case
+    fast_cases: tuple
+    impl_examples: int
+    impl_cycles: int
+
+
+FAST_CASES = ("rheo_m1_fills", "rheo_m0_sparse_top_p", "topk", "rheo_m2_min_p")
+PROFILES = {
+    "quick": Profile("quick", "quick", 500, False, 500, 200_000, FAST_CASES, 300, 20_000),
+    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, FAST_CASES, 3000, 100_000),
+}
+FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
+
+
+@dataclass
+class Outcome:
+    verdict: str  # "pass" | "fail" | "skip"
+    detail: str
+    counterexample: dict | None = None  # written to OUT/<check>.json
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class Check:
+    name: str
+    group: str
+    run: Callable[[Profile, Callable], Outcome]
+
+
+@dataclass
+class CheckResult:
+    name: str
+    group: str
+    verdict: str
+    seconds: float
+    detail: str
+    counterexample: str | None = None
+    data: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "group": self.group, "verdict": self.verdict, "seconds": round(self.seconds, 3),
+                "detail": self.detail, "counterexample": self.counterexample, "data": self.data}
+
+
+# ---- the exact matrix ----
+
+MATRIX_FAMILIES = ("rheo m=0", "rheo m=1", "rheo m=2", "topk", "rheo m=0 epsilon 1/10, m=1 with target filters")
+
+
+def matrix_cases(family: str, level: str) -> list[dict]:
+    """Generated exact cases of one lossless family: every temperature 0 / 1/2 / 1, sparse
+    on and off, beams 1 and K, budgets from 1 to the full tree (every budget at depth 2;
+    a spread at depth 3 in quick), some with zero-probability tokens."""
+    from rheo.reference.generate import hashed_case
+    from rheo.strategies import max_nodes
+
+    shapes = [(4, 3, 2), (4, 3, 3)] if level == "quick" else [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 3)]
+    policy, m = {"rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1), "rheo m=2": ("rheo", 2), "topk": ("topk", None),
+                 MATRIX_FAMILIES[-1]: ("rheo", "variants")}[family]
+    out, seed = [], 0
+    for n, K, depth in shapes:
+        for beam in sorted({1, 2, K}) if level == "deep" else (1, K):
+            full = max_nodes(K, depth, beam)
+            budgets = range(1, full + 1) if level == "deep" or depth == 2 else sorted({1, 2, 3, K, K + 2, full // 2, full})
+            for budget in budgets:
+                for T in ("0", "1/2", "1"):
+                    for sparse in (None, K):
+                        seed += 1
+                        cfg = {"policy": policy, "K": K, "budget": budget, "beam": beam, "temperature": T,
+                               "draft_top_k": sparse}
+                        if policy == "rheo":
+                            cfg["m"] = m
+                        if m == "variants":  # the last family alternates its two variants
+                            cfg.update({"m": 0, "epsilon": "1/10"} if seed % 2 else
+                                       {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"})
+                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0, **cfg))
+    return out
+
+
+def exact_matrix_check(family: str) -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        from rheo.casefile import load_case
+        from rheo.reference import certify
+        cases = matrix_cases(family, profile.matrix)
+        for i, case in enumerate(cases):
+            report = certify(load_case(case), count_draws=False)
+            if not report.lossless:
+                return Outcome("fail", f"deviation {report.deviation.value} at sequence {list(report.deviation.sequence)} "
+                                       f"on instance {i + 1} of {len(cases)}",
+                               {"name": f"gate-matrix-{family}", "description": "a lossless family that is NOT lossless",
+                                **case}, {"instances": len(cases)})
+        shapes = sorted({(c["vocab_size"], c["K"], c["depth"]) for c in cases})
+        return Outcome("pass", f"{len(cases)} generated instances, deviation exactly 0 on every one "
+                               f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)",
+                       data={"instances": len(cases)})
+    return Check(f"exact: {family}", "exact matrix", run)
+
+
+# ---- negative controls ----
+
+def corpus_dir() -> Path:
+    """The saved counterexample corpus (``cases/``; packaged as ``rheo.cases``)."""
+    from importlib import resources
+    return Path(str(resources.files("rheo.cases")))
+
+
+def control_check(control) -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        import random
+
+        from hypothesis import HealthCheck, Phase, find, settings
+        from hypothesis.errors import NoSuchExample
+
+        from rheo.casefile import load_case, read_case
+        from rheo.corpus import corpus_entry, lossy
+        from rheo.reference import certify
+
+        path = corpus_dir() / f"control-{control.name}.json"
+        saved = read_case(path)
+        report = certify(load_case(saved))
+        expected = saved["expected"]
+        from rheo.casefile import to_json_number
+        if report.lossless or to_json_number(report.deviation.value) != expected["max_abs_deviation"]:
+            return Outcome("fail", f"the saved counterexample {path.name} is no longer caught as recorded: deviation "
+                                   f"{report.deviation.value}, expected {expected['max_abs_deviation']}")
+        seed = int(time.time_ns() % 2**32) if profile.fresh_random else 0
+        s = settings(max_examples=profile.search_examples, deadline=None, database=None, derandomize=False,
+                     suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+        try:
+            case = find(control.strategy, lossy, settings=s, random=random.Random(seed))
+        except NoSuchExample:
+            return Outcome("fail", f"NOT CAUGHT: a fresh search of {profile.search_examples} cases (seed {seed}) found "
+                                   "no counterexample, so this gate could not fire on this bug")
+        entry = corpus_entry(control, case)
+        dev = entry["expected"]["max_abs_deviation"]
+        return Outcome("pass", f"caught: corpus {path.name} (deviation {expected['max_abs_deviation']}) and a fresh "
+                               f"search (seed {seed}, shrunk to V={entry['vocab_size']}, depth {entry['depth']}, "
+                               f"deviation {dev})", entry,
+                       {"seed": seed, "corpus_deviation": expected["max_abs_deviation"], "fresh_deviation": dev})
+    return Check(f"control: {control.name}", "negative control", run)
+
+
+def paper_example_check() -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        from rheo.casefile import load_case, read_case
+        from rheo.reference import certify
+        saved = read_case(corpus_dir() / "paper-abc-constant-proxy.json")
+        r = certify(load_case(saved))
+        first = [str(x) for x in r.cycle.first_token_law(3)]
+        ok = (not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"])
+        return Outcome("pass" if ok else "fail",
+                       f"first-token law {first} (SPEC 6: 9/50, 7/10, 3/25), deviation {r.deviation.value} (SPEC: 1/10)")
+    return Check("control: paper {A,B,C}, constant proxy 1/4", "negative control", run)
+
+
+# ---- the fastpath ----
+
+def _torch_missing() -> Outcome | None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return Outcome("skip", f"torch is not installed: {INSTALL_TORCH}")
+    return None
+
+
+def fast_decisions_check() -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        missing = _torch_missing()
+        if missing:
+            return missing
+        import random
+
+        from hypothesis import HealthCheck, Phase, find, settings
+        from hypothesis.errors import NoSuchExample
+
+        from rheo.differential import check_example, fast_examples
+        seen = {"equal": 0, "near": 0, "differs": 0}
+
+        def differs(example):
+            checks = check_example(example)
+            for c in checks:
+                seen[c.status] += 1
+            return any(c.status == "differs" for c in checks)
+
+        seed = int(time.time_ns() % 2**32) if profile.fresh_random else 0
+        s = settings(max_examples=profile.fast_examples, deadline=None, database=None, derandomize=False,
+                     suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+        try:
+            found = find(fast_examples(), differs, settings=s, random=random.Random(seed))
+        except NoSuchExample:
+            return Outcome("pass", f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
+                                   f"{seen['near']} set aside near a threshold", data=dict(seen, seed=seed))
+        V, cfg = found["case"]
+        detail = [c.detail for c in check_example(found) if c.status == "differs"][0]
+        return Outcome("fail", f"fastpath differs from the reference: {detail}",
+                       {"check": "fastpath decision equality", "vocab_size": V, "config": repr(cfg),
+                        "model_seed": found["seed"] % 10_000, "uniform_seed": found["seed"], "noise": found["noise"],
+                        "zero_fraction": found["zeros"], "temperatures": found["temps"], "difference": detail,
+                        "replay": "rheo.differential.check_example(example) with these fields"}, seen)
+    return Check("fastpath: decision equality", "fastpath", run)
+
+
+def fast_cycle_law_check() -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        missing = _torch_missing()
+        if missing:
+            return missing
+        from rheo.statistical import cycle_law_test, quiet_cases, random_instance, sample_cycles
+        cases = quiet_cases()
+        alpha = FAMILY_ALPHA / len(profile.fast_cases)
+        lines, data, bad = [], {}, None
+        for name in profile.fast_cases:
+            V, cfg, T = cases[name]
+            inst = random_instance(V, cfg, T, seed=11)
+            res = cycle_law_test(inst, sample_cycles(inst, profile.fast_cycles, seed=1), alpha)
+            lines.append(f"{name}: {res.describe()}")
+            data[name] = {"reject": res.reject, "p_value": res.p_value, "detectable_tv": res.detectable_tv}
+            if res.reject and bad is None:
+                bad = {"check": "fastpath cycle law", "case": name, "vocab_size": V, "config": repr(cfg),
+                       "temperature": T, "cycles": profile.fast_cycles, "result": res.describe()}
+        return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
+    return Check("fastpath: cycle law", "fastpath", run)
+
+
+def fast_calibration_check() -> Check:
+    """The statistical check must fire on planted bugs at the same sample size."""
+    def run(profile: Profile, progress) -> Outcome:
+        missing = _torch_missing()
+        if missing:
+            return missing
+        from rheo.statistical import PLANTED_BASE, cycle_law_test, planted, random_instance, sample_cycles
+        V, cfg, T = PLANTED_BASE
+        inst = random_instance(V, cfg, T, seed=5)
+        alpha = FAMILY_ALPHA / len(profile.fast_cases)
+        lines, missed = [], []
+        for kind in ("sample_last", "uniform_reused"):
+            bug_cfg, tamper = planted(kind)
+            res = cycle_law_test(inst, sample_cycles(inst, profile.fast_cycles, seed=2, cfg=bug_cfg, tamper=tamper), alpha)
+            lines.append(f"{kind}: {'fired' if res.reject else 'NOT FIRED'} ({res.describe()})")
+            if not res.reject:
+                missed.append(kind)
+        return Outcome("fail" if missed else "pass", "; ".join(lines), data={"missed": missed})
+    return Check("fastpath: statistical check fires on planted bugs", "fastpath", run)
+
+
+def gate_checks() -> list[Check]:
+    from rheo.corpus import CONTROLS
+    checks = [exact_matrix_check(f) for f in MATRIX_FAMILIES]
+    checks.append(paper_example_check())
+    checks += [control_check(c) for c in CONTROLS]
+    checks += [fast_decisions_check(), fast_cycle_law_check(), fast_calibration_check()]
+    return checks
+
+
+# ---- another implementation ----
+
+def impl_checks(impl) -> list[Check]:
+    from rheo.harness import check_cycle_law, check_decisions
+
+    def decisions(profile: Profile, progress) -> Outcome:
+        seed = None if profile.fresh_random else 0
+        r = check_decisions(impl, profile.impl_examples, seed)
+        if r.data.get("skipped"):
+            return Outcome("skip", r.detail, data=r.data)
+        return Outcome("pass" if r.passed else "fail", r.detail, r.counterexample, r.data)
+
+    def cycle_law(profile: Profile, progress) -> Outcome:
+        r = check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
+        return Outcome("pass" if r.passed else "fail", r.detail, r.counterexample, r.data)
+
+    what = impl.provides()
+    return [Check(f"impl: decision equality ({what})", "implementation", decisions),
+            Check(f"impl: cycle law ({what})", "implementation", cycle_law)]
+
+
+# ---- running and reporting ----
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=None) -> list[CheckResult]:
+    results = []
+    for i, check in enumerate(checks, 1):
+        if progress:
+            progress(f"[{i}/{len(checks)}] {check.name} ...")
+        t0 = time.perf_counter()
+        try:
+            outcome = check.run(profile, progress)
+        except Exception as e:  # a crash inside a check is a failed check, with its message
+            outcome = Outcome("fail", f"the check crashed: {type(e).__name__}: {e}")
+        seconds = time.perf_counter() - t0
+        path = None
+        if outcome.counterexample is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            target = out_dir / f"{_slug(check.name)}.json"
+            target.write_text(json.dumps(outcome.counterexample, indent=1) + "\n")
+            path = str(target)
+        results.append(CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path,
+                                   outcome.data))
+        if progress:
+            progress(f"      {outcome.verdict} ({seconds:.1f} s)")
+    return results
+
+
+def summary(results: list[CheckResult]) -> dict:
+    counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "fail", "skip")}
+    return {**counts, "seconds": round(sum(r.seconds for r in results), 1)}
+
+
+def render(results: list[CheckResult], profile: str, header: str = "") -> str:
+    rows = [("check", "verdict", "time", "counterexample")]
+    for r in results:
+        rows.append((r.name, r.verdict.upper(), f"{r.seconds:.1f} s", r.counterexample or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [header] if header else []
+    for j, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    s = summary(results)
+    lines.append("")
+    for r in results:
+        if r.verdict != "pass":
+            lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
+    verdict = "PASSED" if s["fail"] == 0 else "FAILED"
+    lines.append(f"gate {verdict} ({profile}): {s['pass']} passed, {s['fail']} failed, {s['skip']} skipped "
+                 f"in {s['seconds']} s")
+    return "\n".join(lines)
+
+
+def junit_xml(results: list[CheckResult], suite: str = "rheo gate") -> str:
+    """JUnit XML (one testcase per check; failures carry the detail and the counterexample path)."""
+    import xml.etree.ElementTree as ET
+    s = summary(results)
+    root = ET.Element("testsuite", name=suite, tests=str(len(results)), failures=str(s["fail"]),
+                      skipped=str(s["skip"]), errors="0", time=f"{s['seconds']:.3f}")
+    for r in results:
+        case = ET.SubElement(root, "testcase", classname=f"rheo.gate.{_slug(r.group)}", name=r.name,
+                             time=f"{r.seconds:.3f}")
+        text = r.detail + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
+        if r.verdict == "fail":
+            ET.SubElement(case, "failure", message=r.detail[:200]).text = text
+        elif r.verdict == "skip":
+            ET.SubElement(case, "skipped", message=r.detail[:200])
+        else:
+            ET.SubElement(case, "system-out").text = text
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
