@@ -85,7 +85,7 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     from rheo.reference.generate import hashed_case
     from rheo.strategies import max_nodes
 
-    shapes = [(4, 3, 2), (4, 3, 3)] if level == "quick" else [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 3)]
+    shapes = [(4, 3, 2), (4, 3, 3)] if level == "quick" else [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)]
     policy, m = {"rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1), "rheo m=2": ("rheo", 2), "topk": ("topk", None),
                  MATRIX_FAMILIES[-1]: ("rheo", "variants")}[family]
     out, seed = [], 0
