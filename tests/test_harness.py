@@ -141,3 +141,32 @@ def test_load_implementation_by_file_path(monkeypatch):
     monkeypatch.chdir(ROOT)
     impl = load_implementation("examples/loop_impl.py:LoopImplementation")
     assert impl.builds_trees and impl.verifies and impl.provides() == "tree builder and verifier"
+
+
+class NoTruncation(LoopImplementation):
+    """Builder bug: ignores draft_top_k (ranks and draws from the whole draft law)."""
+
+    def draft_law(self, logits, config):
+        return super().draft_law(logits, {**config, "draft_top_k": None})
+
+
+class UntemperedResidual(LoopImplementation):
+    """Builder bug: draws the sample from (and reports) the untempered residual law."""
+
+    def expand(self, parent, logits, config, temperature, u):
+        return super().expand(parent, logits, config, 1.0, u)
+
+
+class NoTargetFilters(LoopImplementation):
+    """Verifier bug: the sampling filters (top-k, top-p, min-p) are not applied to the target law."""
+
+    def target_law(self, logits, config, temperature):
+        return super().target_law(logits, {**config, "target_top_k": None, "target_top_p": None,
+                                           "target_min_p": None}, temperature)
+
+
+@pytest.mark.parametrize("bug", [NoTruncation, UntemperedResidual, NoTargetFilters], ids=lambda c: c.__name__)
+def test_more_realistic_bugs_are_caught(bug):
+    r = check_decisions(Implementation(bug(), bug.__name__), 300)
+    assert not r.passed, r.detail
+    print(f"{bug.__name__}: {r.detail}")
