@@ -29,7 +29,6 @@
 
 # %%
 import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 

@@ -187,8 +187,9 @@ def paper_example_check() -> Check:
 # ---- the fastpath ----
 
 def _torch_missing() -> Outcome | None:
+    import importlib
     try:
-        import torch  # noqa: F401
+        importlib.import_module("torch")
     except ImportError:
         return Outcome("skip", f"torch is not installed: {INSTALL_TORCH}")
     return None

@@ -157,7 +157,7 @@ def draft_logits_fn(inst: Instance):
 
 def target_logits(inst: Instance, paths: list) -> np.ndarray:
     """[len(paths)+1, V]: the root, then each node's token path."""
-    return np.stack([_logits(inst.target(())) ] + [_logits(inst.target(tuple(p))) for p in paths])
+    return np.stack([_logits(inst.target(()))] + [_logits(inst.target(tuple(p))) for p in paths])
 
 
 def protocol_uniforms(u: Uniforms) -> dict:
