@@ -193,4 +193,58 @@ def check_example(example: dict, device="cpu"):
     return compare_batch(model, cfg, temps, np.random.default_rng(example["seed"]), device)[0]
 
 
-__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "check_example", "compare", "compare_batch", "fast_configs", "fast_examples", "reference_cycle", "simulate_cycle"]
+def designed_ties() -> dict:
+    """Designed cases whose decisions hinge on *exact* ties (values exactly representable,
+    so both engines see the tie): name -> (model, cfg list, temperatures, seeds).
+
+    - score ties: a uniform draft law at every node, so every node of a layer scores the
+      same and the beam and pruning are decided by the tie-break alone (slot path; token
+      path for the control), for m = 0, 1, 2;
+    - draft_top_k boundary: draft logits (2, 1, 1, 1, 0, 1), keeping 3 must take ids 0, 1, 2;
+    - depth ties: a one-hot draft law (factor exactly 1), a child scores exactly its
+      parent's score and must come after it, every budget 1..8;
+    - target ties: T = 0 takes the lowest id among the argmax; target_top_k keeps the lower ids.
+    """
+    from rheo.fastpath import FastConfig, PrefixTableModel, TargetFilters
+
+    flat5 = PrefixTableModel(5, 4, lambda i, pre: [float(t % 3) for t in range(5)], lambda i, pre: [0.0] * 5)
+    out = {}
+    for tie_break in ("slot", "token"):
+        out[f"score ties, tie_break {tie_break}"] = (
+            flat5, [FastConfig(K=3, depth=3, budget=7, m=m, beam=2, tie_break=tie_break, draft_top_k=None)
+                    for m in (0, 1, 2)], [1.0, 0.5, 0.0, 1.5], range(40))
+    out["draft_top_k boundary ties"] = (
+        PrefixTableModel(6, 2, lambda i, pre: [0.5, 0.1, 0.3, 0.2, 0.0, 0.4],
+                         lambda i, pre: [2.0, 1.0, 1.0, 1.0, 0.0, 1.0]),
+        [FastConfig(K=3, depth=2, budget=12, m=m, policy=policy, draft_top_k=3)
+         for m, policy in ((0, "rheo"), (1, "rheo"), (0, "topk"))], [1.0, 0.0], range(20))
+    inf = float("-inf")
+    out["depth ties"] = (
+        PrefixTableModel(4, 2, lambda i, pre: [0.3, 0.1, 0.2, 0.0],
+                         lambda i, pre: [0.0, inf, inf, inf] if len(pre) % 2 else [1.0, 0.0, 0.5, -1.0]),
+        [FastConfig(K=2, depth=3, budget=b, m=1, draft_top_k=None) for b in range(1, 9)], [1.0, 0.5], range(10))
+    out["target ties (greedy, target_top_k)"] = (
+        PrefixTableModel(5, 2, lambda i, pre: [1.0, 2.0, 2.0, 0.0, 2.0], lambda i, pre: [0.5, 0.0, 1.0, 0.2, 0.1]),
+        [FastConfig(K=2, depth=2, budget=4, m=1, draft_top_k=None, filters=TargetFilters(top_k=k))
+         for k in (None, 1, 2)], [0.0, 1.0], range(20))
+    return out
+
+
+def check_designed_ties(name: str, device="cpu") -> tuple[int, list]:
+    """Run one ``designed_ties`` scenario: (requests compared, details of every request that
+    was not "equal"; near-threshold counts as a failure here, since the ties are exact)."""
+    import numpy as np
+
+    model, cfgs, temps, seeds = designed_ties()[name]
+    bad, n = [], 0
+    for cfg in cfgs:
+        cfg.validate()
+        for seed in seeds:
+            for i, c in enumerate(compare_batch(model, cfg, temps, np.random.default_rng(seed), device)[0]):
+                n += 1
+                if c.status != "equal":
+                    bad.append(f"{cfg} seed {seed} request {i}: {c.status} {c.detail}")
+    return n, bad
+
+
+__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "check_designed_ties", "check_example", "compare", "designed_ties", "compare_batch", "fast_configs", "fast_examples", "reference_cycle", "simulate_cycle"]

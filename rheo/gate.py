@@ -232,6 +232,25 @@ def fast_decisions_check() -> Check:
     return Check("fastpath: decision equality", "fastpath", run)
 
 
+def fast_ties_check() -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        missing = _torch_missing()
+        if missing:
+            return missing
+        from rheo.differential import check_designed_ties, designed_ties
+        total, bad = 0, []
+        for name in designed_ties():
+            n, wrong = check_designed_ties(name)
+            total += n
+            bad += [f"{name}: {w}" for w in wrong]
+        if bad:
+            return Outcome("fail", f"{len(bad)} of {total} requests differ; first: {bad[0]}",
+                           {"check": "fastpath designed exact ties", "differences": bad[:20]})
+        return Outcome("pass", f"{total} requests on designed exact ties (score ties under both tie-breaks, "
+                               "draft_top_k boundary, depth and target ties): all equal", data={"requests": total})
+    return Check("fastpath: designed exact ties", "fastpath", run)
+
+
 def fast_cycle_law_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         missing = _torch_missing()
@@ -280,7 +299,7 @@ def gate_checks() -> list[Check]:
     checks = [exact_matrix_check(f) for f in MATRIX_FAMILIES]
     checks.append(paper_example_check())
     checks += [control_check(c) for c in CONTROLS]
-    checks += [fast_decisions_check(), fast_cycle_law_check(), fast_calibration_check()]
+    checks += [fast_decisions_check(), fast_ties_check(), fast_cycle_law_check(), fast_calibration_check()]
     return checks
 
 

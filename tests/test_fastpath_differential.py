@@ -14,9 +14,11 @@ from hypothesis import event, given, note
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import check_example, compare_batch, fast_examples  # noqa: E402
+from rheo.differential import (  # noqa: E402
+    check_designed_ties, check_example, compare_batch, designed_ties, fast_examples,
+)
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, HashTableModel, PrefixTableModel, TargetFilters, Uniforms, build_tree,
+    FastConfig, HashTableModel, Uniforms, build_tree,
 )
 
 from .devices import DEVICES  # noqa: E402
@@ -56,61 +58,19 @@ def test_near_threshold_requests_are_rare():
 
 # ---- designed exact ties (values exactly representable, so both engines see the tie) ----
 
-def _uniform_model(V, batch, target=None):
-    flat = [0.0] * V
-    return PrefixTableModel(V, batch, lambda i, pre: target(i, pre) if target else [float(t % 3) for t in range(V)],
-                            lambda i, pre: flat)
+@pytest.mark.parametrize("name", sorted(designed_ties()))
+def test_designed_exact_ties_follow_the_spec(name):
+    """Score ties under both tie-breaks, draft_top_k boundary ties, depth ties, and target
+    ties (``rheo.differential.designed_ties``): every request equals the reference."""
+    n, bad = check_designed_ties(name)
+    assert n > 0 and not bad, bad[:3]
 
 
-@pytest.mark.parametrize("tie_break", ["slot", "token"])
-@pytest.mark.parametrize("m", [0, 1, 2])
-def test_exact_score_ties_follow_the_order_key(tie_break, m):
-    """A uniform draft law at every node: every node of a layer has the same score, so the
-    beam and the pruning are decided by the tie-break alone (slot path, or token path for
-    the control). The fastpath matches the reference on every draw."""
-    cfg = FastConfig(K=3, depth=3, budget=7, m=m, beam=2, tie_break=tie_break, draft_top_k=None).validate()
-    model = _uniform_model(5, 4)
-    for seed in range(40):
-        checks = run_batch(model, cfg, [1.0, 0.5, 0.0, 1.5], seed)
-        assert all(c.status == "equal" for c in checks), [c.detail for c in checks]
-
-
-def test_exact_ties_at_the_draft_top_k_boundary():
+def test_draft_top_k_boundary_keeps_the_lower_ids():
     """Draft logits (2, 1, 1, 1, 0, 1): keeping 3 must take ids 0, 1, 2 (ties -> lower id)."""
-    V = 6
-    model = PrefixTableModel(V, 2, lambda i, pre: [0.5, 0.1, 0.3, 0.2, 0.0, 0.4],
-                             lambda i, pre: [2.0, 1.0, 1.0, 1.0, 0.0, 1.0])
-    for m, policy in ((0, "rheo"), (1, "rheo"), (0, "topk")):
-        cfg = FastConfig(K=3, depth=2, budget=12, m=m, policy=policy, draft_top_k=3).validate()
-        for seed in range(20):
-            checks = run_batch(model, cfg, [1.0, 0.0], seed)
-            assert all(c.status == "equal" for c in checks), [c.detail for c in checks]
+    model, cfgs, _, _ = designed_ties()["draft_top_k boundary ties"]
+    for cfg in cfgs:
         T = torch.tensor([1.0, 1.0], dtype=torch.float64)
-        tree = build_tree(model.draft_logits, cfg, T, Uniforms.random(2, 3, 3, 2, torch.Generator().manual_seed(0)))
+        tree = build_tree(model.draft_logits, cfg.validate(), T,
+                          Uniforms.random(2, 3, 3, 2, torch.Generator().manual_seed(0)))
         assert set(tree.tokens[0, tree.depth[0] == 1].tolist()) == {0, 1, 2}
-
-
-def test_exact_depth_ties_prefer_the_shallower_node():
-    """A one-hot draft law (factor exactly 1): a child scores exactly its parent's score and
-    must come after it; the budget cuts between them."""
-    V = 4
-    model = PrefixTableModel(V, 2, lambda i, pre: [0.3, 0.1, 0.2, 0.0],
-                             lambda i, pre: [0.0, float("-inf"), float("-inf"), float("-inf")] if len(pre) % 2
-                             else [1.0, 0.0, 0.5, -1.0])
-    for budget in range(1, 9):
-        cfg = FastConfig(K=2, depth=3, budget=budget, m=1, draft_top_k=None).validate()
-        for seed in range(10):
-            checks = run_batch(model, cfg, [1.0, 0.5], seed)
-            assert all(c.status == "equal" for c in checks), [c.detail for c in checks]
-
-
-def test_exact_target_ties_greedy_and_top_k():
-    """Target logits with ties: T = 0 takes the lowest id among the argmax; target_top_k
-    keeps the lower ids at the boundary."""
-    V = 5
-    model = PrefixTableModel(V, 2, lambda i, pre: [1.0, 2.0, 2.0, 0.0, 2.0], lambda i, pre: [0.5, 0.0, 1.0, 0.2, 0.1])
-    for top_k in (None, 1, 2):
-        cfg = FastConfig(K=2, depth=2, budget=4, m=1, draft_top_k=None, filters=TargetFilters(top_k=top_k)).validate()
-        for seed in range(20):
-            checks = run_batch(model, cfg, [0.0, 1.0], seed)
-            assert all(c.status == "equal" for c in checks), [c.detail for c in checks]
