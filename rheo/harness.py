@@ -466,7 +466,8 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
                      random=random.Random(seed))
     except NoSuchExample:
         found = None
-    counts = f"{seen['equal']} equal, {seen['near']} set aside near a threshold, {seen['unsupported']} unsupported"
+    counts = (f"{seen['equal']} equal, {seen['near']} set aside (a decision within 1e-9 of its threshold, or a "
+              f"score tie rounding decides), {seen['unsupported']} unsupported")
     data = {"examples": examples, "seed": seed, **seen}
     if found is None:
         if seen["equal"] == 0:
