@@ -56,6 +56,7 @@ class Check:
     name: str
     group: str
     run: Callable[[Profile, Callable], Outcome]
+    needs_torch: bool = False  # skipped, with the install command, when torch is absent
 
 
 @dataclass
@@ -142,7 +143,7 @@ def control_check(control) -> Check:
         from hypothesis import HealthCheck, Phase, find, settings
         from hypothesis.errors import NoSuchExample
 
-        from rheo.casefile import load_case, read_case
+        from rheo.casefile import load_case, read_case, to_json_number
         from rheo.corpus import corpus_entry, lossy
         from rheo.reference import certify
 
@@ -150,7 +151,6 @@ def control_check(control) -> Check:
         saved = read_case(path)
         report = certify(load_case(saved))
         expected = saved["expected"]
-        from rheo.casefile import to_json_number
         if report.lossless or to_json_number(report.deviation.value) != expected["max_abs_deviation"]:
             return Outcome("fail", f"the saved counterexample {path.name} is no longer caught as recorded: deviation "
                                    f"{report.deviation.value}, expected {expected['max_abs_deviation']}")
@@ -197,9 +197,6 @@ def _torch_missing() -> Outcome | None:
 
 def fast_decisions_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        missing = _torch_missing()
-        if missing:
-            return missing
         import random
 
         from hypothesis import HealthCheck, Phase, find, settings
@@ -222,21 +219,20 @@ def fast_decisions_check() -> Check:
         except NoSuchExample:
             return Outcome("pass", f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
                                    f"{seen['near']} set aside near a threshold", data=dict(seen, seed=seed))
+        import dataclasses
         V, cfg = found["case"]
         detail = [c.detail for c in check_example(found) if c.status == "differs"][0]
         return Outcome("fail", f"fastpath differs from the reference: {detail}",
-                       {"check": "fastpath decision equality", "vocab_size": V, "config": repr(cfg),
-                        "model_seed": found["seed"] % 10_000, "uniform_seed": found["seed"], "noise": found["noise"],
-                        "zero_fraction": found["zeros"], "temperatures": found["temps"], "difference": detail,
-                        "replay": "rheo.differential.check_example(example) with these fields"}, seen)
-    return Check("fastpath: decision equality", "fastpath", run)
+                       {"check": "fastpath decision equality", "difference": detail, "vocab_size": V,
+                        "config": dataclasses.asdict(cfg), "example": {k: found[k] for k in ("seed", "noise", "zeros", "temps")},
+                        "replay": "from rheo.fastpath import FastConfig, TargetFilters; c = FILE['config']; "
+                                  "rheo.differential.check_example({'case': (FILE['vocab_size'], FastConfig(**{**c, "
+                                  "'filters': TargetFilters(**c['filters'])})), **FILE['example']})"}, seen)
+    return Check("fastpath: decision equality", "fastpath", run, needs_torch=True)
 
 
 def fast_ties_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        missing = _torch_missing()
-        if missing:
-            return missing
         from rheo.differential import check_designed_ties, designed_ties
         total, bad = 0, []
         for name in designed_ties():
@@ -248,14 +244,11 @@ def fast_ties_check() -> Check:
                            {"check": "fastpath designed exact ties", "differences": bad[:20]})
         return Outcome("pass", f"{total} requests on designed exact ties (score ties under both tie-breaks, "
                                "draft_top_k boundary, depth and target ties): all equal", data={"requests": total})
-    return Check("fastpath: designed exact ties", "fastpath", run)
+    return Check("fastpath: designed exact ties", "fastpath", run, needs_torch=True)
 
 
 def fast_cycle_law_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        missing = _torch_missing()
-        if missing:
-            return missing
         from rheo.statistical import cycle_law_test, quiet_cases, random_instance, sample_cycles
         cases = quiet_cases()
         alpha = FAMILY_ALPHA / len(profile.fast_cases)
@@ -270,15 +263,12 @@ def fast_cycle_law_check() -> Check:
                 bad = {"check": "fastpath cycle law", "case": name, "vocab_size": V, "config": repr(cfg),
                        "temperature": T, "cycles": profile.fast_cycles, "result": res.describe()}
         return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
-    return Check("fastpath: cycle law", "fastpath", run)
+    return Check("fastpath: cycle law", "fastpath", run, needs_torch=True)
 
 
 def fast_calibration_check() -> Check:
     """The statistical check must fire on planted bugs at the same sample size."""
     def run(profile: Profile, progress) -> Outcome:
-        missing = _torch_missing()
-        if missing:
-            return missing
         from rheo.statistical import PLANTED_BASE, cycle_law_test, planted, random_instance, sample_cycles
         V, cfg, T = PLANTED_BASE
         inst = random_instance(V, cfg, T, seed=5)
@@ -291,7 +281,7 @@ def fast_calibration_check() -> Check:
             if not res.reject:
                 missed.append(kind)
         return Outcome("fail" if missed else "pass", "; ".join(lines), data={"missed": missed})
-    return Check("fastpath: statistical check fires on planted bugs", "fastpath", run)
+    return Check("fastpath: statistical check fires on planted bugs", "fastpath", run, needs_torch=True)
 
 
 def gate_checks() -> list[Check]:
@@ -337,7 +327,7 @@ def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=No
             progress(f"[{i}/{len(checks)}] {check.name} ...")
         t0 = time.perf_counter()
         try:
-            outcome = check.run(profile, progress)
+            outcome = (check.needs_torch and _torch_missing()) or check.run(profile, progress)
         except Exception as e:  # a crash inside a check is a failed check, with its message
             outcome = Outcome("fail", f"the check crashed: {type(e).__name__}: {e}")
         seconds = time.perf_counter() - t0

@@ -145,3 +145,20 @@ def test_deep_profile_is_larger_than_quick():
     assert d.search_examples > q.search_examples and d.fast_cycles > q.fast_cycles and d.fresh_random
     assert len(gate.matrix_cases("rheo m=1", "deep")) > len(gate.matrix_cases("rheo m=1", "quick"))
 
+
+
+def test_a_fastpath_difference_is_saved_replayable(tmp_path, monkeypatch):
+    """A (planted) difference fails the check; the saved file rebuilds the same example."""
+    pytest.importorskip("torch")
+    import rheo.differential as differential
+    from rheo.differential import RequestCheck
+    real = differential.check_example
+    monkeypatch.setattr(differential, "check_example", lambda example, device="cpu": [RequestCheck("differs", "planted")])
+    [res] = gate.run_checks([gate.fast_decisions_check()], TINY, tmp_path)
+    assert res.verdict == "fail" and "planted" in res.detail
+    FILE = json.loads(Path(res.counterexample).read_text())
+    from rheo.fastpath import FastConfig, TargetFilters
+    c = FILE["config"]
+    checks = real({"case": (FILE["vocab_size"], FastConfig(**{**c, "filters": TargetFilters(**c["filters"])})),
+                   **FILE["example"]})
+    assert len(checks) == 3 and all(ch.status in ("equal", "near") for ch in checks)
