@@ -137,11 +137,6 @@ def protocol_config(inst: Instance) -> dict:
             "target_min_p": num(f.min_p)}
 
 
-def temperature_of(inst: Instance) -> float:
-    t = inst.config.temperature
-    return 0.0 if t.zero else float(t.value)
-
-
 def _logits(law) -> np.ndarray:
     p = np.array([float(x) for x in law], dtype=np.float64)
     with np.errstate(divide="ignore"):
@@ -295,6 +290,21 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
     return False
 
 
+def call_build_tree(impl: Implementation, inst: Instance, uniforms: Uniforms) -> dict:
+    """The implementation's tree for ``inst`` on these uniforms, checked (``read_tree``)."""
+    raw = impl.obj.build_tree(draft_logits_fn(inst), protocol_config(inst), inst.config.temperature.value,
+                              np.array(uniforms.u_draw, dtype=np.float64))
+    return read_tree(raw, inst)
+
+
+def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> tuple[tuple, list]:
+    """(emitted tokens, accepted node indices) of the implementation's verifier on ``tree``."""
+    res = impl.obj.verify({k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
+                          target_logits(inst, tree["paths"]), protocol_config(inst), inst.config.temperature.value,
+                          protocol_uniforms(uniforms))
+    return _read_result(res)
+
+
 @dataclass
 class Comparison:
     """One example: the verdict and, for the counterexample file, both sides' answers."""
@@ -316,11 +326,9 @@ def compare_decisions(impl: Implementation, inst: Instance, uniforms: Uniforms) 
     acc_rows = [ref["slot_paths"].index(sp) for sp in accepted]
     out = Comparison(RequestCheck("equal"),
                      reference={"tree": _tree_json(ref), "tokens": list(output), "accepted": acc_rows})
-    config, T = protocol_config(inst), temperature_of(inst)
     if impl.builds_trees:
         try:
-            raw = impl.obj.build_tree(draft_logits_fn(inst), config, T, np.array(uniforms.u_draw, dtype=np.float64))
-            got = read_tree(raw, inst)
+            got = call_build_tree(impl, inst, uniforms)
         except BadOutput as e:
             out.check = RequestCheck("differs", f"build_tree returned a malformed tree: {e}")
             return out
@@ -334,9 +342,7 @@ def compare_decisions(impl: Implementation, inst: Instance, uniforms: Uniforms) 
             return out
     if impl.verifies:
         try:
-            res = impl.obj.verify({k: ref[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
-                                  target_logits(inst, ref["paths"]), config, T, protocol_uniforms(uniforms))
-            tokens, acc = _read_result(res)
+            tokens, acc = call_verify(impl, inst, ref, uniforms)
         except BadOutput as e:
             out.check = RequestCheck("differs", f"verify returned a malformed result: {e}")
             return out
@@ -361,16 +367,12 @@ def _tree_json(t: dict) -> dict:
 def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:
     """One cycle's output with the implementation's parts (the reference fills in a part it
     does not provide)."""
-    config, T = protocol_config(inst), temperature_of(inst)
     if impl.builds_trees:
-        got = read_tree(impl.obj.build_tree(draft_logits_fn(inst), config, T,
-                                            np.array(uniforms.u_draw, dtype=np.float64)), inst)
+        got = call_build_tree(impl, inst, uniforms)
     else:
         got = reference_tree(inst, reference_build_tree(inst, UniformChooser(uniforms)))
     if impl.verifies:
-        res = impl.obj.verify({k: got[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
-                              target_logits(inst, got["paths"]), config, T, protocol_uniforms(uniforms))
-        return _read_result(res)[0]
+        return call_verify(impl, inst, got, uniforms)[0]
     labelled = LabelledTree((s, p[-1], KIND_NAMES[k]) for s, p, k in zip(got["slot_paths"], got["paths"], got["kinds"]))
     return walk(inst, labelled, UniformChooser(uniforms))[0]
 

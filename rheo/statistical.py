@@ -18,11 +18,6 @@ from rheo.reference import cycle_law
 from rheo.stats import GofResult, gof
 
 
-def temperature_of(inst) -> float:
-    t = inst.config.temperature
-    return 0.0 if t.zero else float(t.value)
-
-
 def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: FastConfig | None = None,
                   tamper: Callable[[Uniforms], None] | None = None, device="cpu", dtype=torch.float64,
                   continue_to: int | None = None) -> Counter:
@@ -42,7 +37,7 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=device)
         if tamper is not None:
             tamper(u)
-        T = torch.full((b,), temperature_of(inst), dtype=torch.float64, device=device)
+        T = torch.full((b,), inst.config.temperature.value, dtype=torch.float64, device=device)
         _, result = run_cycle(model, cfg, T, uniforms=u)
         toks, lens = result.tokens, result.lengths
         if continue_to is not None:
