@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  rheo gate --profile deep --junit gate.xml              # for a CI system\n"
                "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
                "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
-               "  rheo gate --impl examples.buggy_impl:TokenTieBreak --replay rheo-gate/impl-decision-equality-tree-builder-and-verifier.json")
+               "  rheo gate --impl examples.buggy_impl:TokenTieBreak --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json")
     gate.add_argument("--profile", choices=("quick", "deep"), default="quick", help="quick (default) or deep")
     gate.add_argument("--impl", metavar="MODULE:OBJECT", help="check this implementation instead of the engine")
     gate.add_argument("--replay", metavar="FILE", help="with --impl: rerun one saved decision-equality counterexample")

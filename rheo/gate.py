@@ -57,6 +57,7 @@ class Check:
     group: str
     run: Callable[[Profile, Callable], Outcome]
     needs_torch: bool = False  # skipped, with the install command, when torch is absent
+    file_stem: str | None = None  # counterexample file name (default: from the check's name)
 
 
 @dataclass
@@ -309,9 +310,10 @@ def impl_checks(impl) -> list[Check]:
         r = check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
         return Outcome("pass" if r.passed else "fail", r.detail, r.counterexample, r.data)
 
-    what = impl.provides()
-    return [Check(f"impl: decision equality ({what})", "implementation", decisions),
-            Check(f"impl: cycle law ({what})", "implementation", cycle_law)]
+    what, stem = impl.provides(), _slug(impl.name)
+    return [Check(f"impl: decision equality ({what})", "implementation", decisions,
+                  file_stem=f"{stem}-decision-equality"),
+            Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law")]
 
 
 # ---- running and reporting ----
@@ -334,7 +336,7 @@ def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=No
         path = None
         if outcome.counterexample is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            target = out_dir / f"{_slug(check.name)}.json"
+            target = out_dir / f"{check.file_stem or _slug(check.name)}.json"
             target.write_text(json.dumps(outcome.counterexample, indent=1) + "\n")
             path = str(target)
         results.append(CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path,

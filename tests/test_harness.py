@@ -188,3 +188,20 @@ def test_more_realistic_bugs_are_caught(bug):
     r = check_decisions(Implementation(bug(), bug.__name__), 300)
     assert not r.passed, r.detail
     print(f"{bug.__name__}: {r.detail}")
+
+
+def test_counterexample_files_are_named_by_implementation(tmp_path):
+    """The README walkthrough: both buggy examples into one folder, then replay the first."""
+    from rheo.gate import Profile, impl_checks, run_checks
+    from rheo.harness import replay
+    profile = Profile("t", "quick", 0, False, 0, 0, (), 300, 2000)
+    files = {}
+    for bug in ("TokenTieBreak", "ReusedUniform"):
+        impl = load_implementation(f"examples.buggy_impl:{bug}")
+        dec, _ = run_checks(impl_checks(impl), profile, tmp_path)
+        assert dec.verdict == "fail"
+        files[bug] = dec.counterexample
+    assert files["TokenTieBreak"].endswith("examples-buggy-impl-tokentiebreak-decision-equality.json")
+    assert len(set(files.values())) == 2
+    assert replay(load_implementation("examples.buggy_impl:TokenTieBreak"), files["TokenTieBreak"]).check.status \
+        == "differs"
