@@ -62,6 +62,23 @@ SEARCH_SETTINGS = settings(max_examples=2000, deadline=None, database=None, dera
                            phases=[Phase.generate, Phase.shrink])
 
 
+def shrunk_search(strategy: st.SearchStrategy, condition, max_examples: int, seed: int | None = 0):
+    """(the shrunk example satisfying ``condition``, or None; the seed). At most
+    ``max_examples`` generated; ``seed`` None = a fresh random search (the seed it drew is
+    returned, so the run can be repeated), an int = the same search every run."""
+    import random
+
+    from hypothesis.errors import NoSuchExample
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**32)
+    s = settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
+                 suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+    try:
+        return find(strategy, condition, settings=s, random=random.Random(seed)), seed
+    except NoSuchExample:
+        return None, seed
+
+
 def find_counterexample(control: Control, search_settings: settings = SEARCH_SETTINGS) -> dict:
     """The shrunk counterexample Hypothesis finds (raises hypothesis.errors.NoSuchExample)."""
     return find(control.strategy, lossy, settings=search_settings)

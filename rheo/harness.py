@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from rheo.differential import MARGIN, RequestCheck, reference_cycle
+from rheo.gate import Outcome
 from rheo.reference import UniformChooser, Uniforms, walk
 from rheo.reference.instance import Instance
 from rheo.reference.tree import LabelledTree
@@ -385,7 +386,6 @@ def counterexample_payload(impl: Implementation, case: dict, uniforms: Uniforms,
         "implementation": impl.name,
         "difference": cmp.check.detail,
         "case": case,
-        "temperature": case.get("temperature", "1"),
         "uniforms": {"u_draw": list(map(float, uniforms.u_draw)), "u_sample": list(map(float, uniforms.u_sample)),
                      "u_det": [list(map(float, row)) for row in uniforms.u_det],
                      "u_final": list(map(float, uniforms.u_final))},
@@ -411,14 +411,6 @@ def replay(impl: Implementation, path: str | Path) -> Comparison:
 
 # ---- the two checks ----
 
-@dataclass
-class HarnessOutcome:
-    passed: bool
-    detail: str
-    counterexample: dict | None = None
-    data: dict = field(default_factory=dict)
-
-
 def decision_examples():
     """Small exact cases (every policy, m, beam, budget, T in {0, 1/3, 1/2, 1}, sparse on/off,
     target filters; small integer weights, half of them with dyadic draft laws, so exact
@@ -429,16 +421,15 @@ def decision_examples():
     return st.tuples(st.one_of(cases(filters=True), cases(filters=True, dyadic_draft=True)), st.integers(0, 2**32 - 1))
 
 
-def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -> HarnessOutcome:
+def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -> Outcome:
     """Search ``examples`` cases for a decision the implementation takes differently from the
     reference; a difference is shrunk by Hypothesis. ``seed`` None = a fresh random search
     (its seed is reported), an int = derandomized (the same search every run)."""
-    from hypothesis import HealthCheck, Phase, find, settings
-    from hypothesis.errors import NoSuchExample
+    from rheo.corpus import shrunk_search
 
     if not impl.follows_uniforms:
-        return HarnessOutcome(True, "skipped: the implementation declares follows_uniforms = False",
-                              data={"skipped": True})
+        return Outcome("skip", "skipped: the implementation declares follows_uniforms = False",
+                       data={"skipped": True})
     seen = {"equal": 0, "near": 0, "unsupported": 0, "differs": 0}
 
     def run(example):
@@ -458,27 +449,18 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
             seen[status] += 1
         return status == "differs"
 
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % 2**32)
-    import random
-    try:
-        found = find(decision_examples(), differs,
-                     settings=settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-                                       suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]),
-                     random=random.Random(seed))
-    except NoSuchExample:
-        found = None
+    found, seed = shrunk_search(decision_examples(), differs, examples, seed)
     counts = (f"{seen['equal']} equal, {seen['near']} set aside (a decision within 1e-9 of its threshold, or a "
               f"score tie rounding decides), {seen['unsupported']} unsupported")
     data = {"examples": examples, "seed": seed, **seen}
     if found is None:
         if seen["equal"] == 0:
-            return HarnessOutcome(False, f"no example was compared ({counts}): nothing is proven", data=data)
-        return HarnessOutcome(True, f"{examples} cases searched (seed {seed}): {counts}", data=data)
+            return Outcome("fail", f"no example was compared ({counts}): nothing is proven", data=data)
+        return Outcome("pass", f"{examples} cases searched (seed {seed}): {counts}", data=data)
     case, useed = found
     cmp, u = run(found)
     payload = counterexample_payload(impl, case, u, cmp)
-    return HarnessOutcome(False, f"{cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
+    return Outcome("fail", f"{cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
                                  f"K={case['K']}, depth {case['depth']}, budget {case['budget']})", payload, data)
 
 
@@ -498,7 +480,7 @@ def statistical_cases(deep: bool = False) -> dict:
 
 
 def check_cycle_law(impl: Implementation, cycles: int, family_alpha: float = 1e-6, seed: int = 0,
-                    deep: bool = False, progress=None) -> HarnessOutcome:
+                    deep: bool = False, progress=None) -> Outcome:
     """The implementation's empirical cycle law over ``cycles`` cycles per case against the
     reference's exact law (Pearson chi-square on counts; ``family_alpha`` split over the
     cases; the detectable TV at power 0.99 is reported per case)."""
@@ -536,6 +518,6 @@ def check_cycle_law(impl: Implementation, cycles: int, family_alpha: float = 1e-
                                       for o in top],
                      "impossible_outputs": [list(o) for o in res.impossible[:5]]}
     if not data:
-        return HarnessOutcome(False, "no statistical case is supported: nothing is proven", data=data)
+        return Outcome("fail", "no statistical case is supported: nothing is proven", data=data)
     detail = f"{cycles} cycles per case, alpha {alpha:.2g} per case: " + "; ".join(lines)
-    return HarnessOutcome(worst is None, detail, worst, data)
+    return Outcome("fail" if worst else "pass", detail, worst, data)

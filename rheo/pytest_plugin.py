@@ -11,8 +11,6 @@ decisions(...)`` and ``.cycle_law(...)`` run one check and return its outcome.
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
 
@@ -40,21 +38,19 @@ class RheoChecker:
         return check_cycle_law(self._impl(impl), cycles or self.cycles)
 
     def check(self, impl) -> list:
-        """Both checks; raises at the first that fails. Returns their outcomes."""
+        """Both checks, as ``rheo gate --impl`` runs them (counterexamples written under the
+        test's tmp_path); raises AssertionError if either fails. Returns their results."""
+        import dataclasses
+
+        from rheo.gate import PROFILES, impl_checks, run_checks
         impl = self._impl(impl)
-        outcomes = []
-        for name, run in (("decision equality", self.decisions), ("cycle law", self.cycle_law)):
-            outcome = run(impl)
-            outcomes.append(outcome)
-            if not outcome.passed:
-                where = "-"
-                if outcome.counterexample is not None:
-                    self.out_dir.mkdir(parents=True, exist_ok=True)
-                    path = self.out_dir / f"{name.replace(' ', '-')}.json"
-                    path.write_text(json.dumps(outcome.counterexample, indent=1))
-                    where = str(path)
-                raise AssertionError(f"{impl.name}, {name}: {outcome.detail}\ncounterexample: {where}")
-        return outcomes
+        profile = dataclasses.replace(PROFILES["quick"], impl_examples=self.examples, impl_cycles=self.cycles)
+        results = run_checks(impl_checks(impl), profile, self.out_dir)
+        failed = [r for r in results if r.verdict == "fail"]
+        if failed:
+            raise AssertionError("\n".join(f"{impl.name}, {r.name}: {r.detail}\ncounterexample: {r.counterexample or '-'}"
+                                           for r in failed))
+        return results
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from rheo.reference.generate import hashed_case
 from rheo.strategies import cases
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = gate.Profile("tiny", "quick", 30, False, 20, 20_000, ("topk",), 40, 2000)
+TINY = gate.Profile("tiny", "quick", 30, False, 20, 20_000, 40, 2000)
 
 
 def rheo(*args, cwd=ROOT):

@@ -194,7 +194,7 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
     """The README walkthrough: both buggy examples into one folder, then replay the first."""
     from rheo.gate import Profile, impl_checks, run_checks
     from rheo.harness import replay
-    profile = Profile("t", "quick", 0, False, 0, 0, (), 300, 2000)
+    profile = Profile("t", "quick", 0, False, 0, 0, 300, 2000)
     files = {}
     for bug in ("TokenTieBreak", "ReusedUniform"):
         impl = load_implementation(f"examples.buggy_impl:{bug}")
