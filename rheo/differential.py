@@ -230,12 +230,12 @@ def designed_ties() -> dict:
     return out
 
 
-def check_designed_ties(name: str, device="cpu") -> tuple[int, list]:
+def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
     """Run one ``designed_ties`` scenario: (requests compared, details of every request that
     was not "equal"; near-threshold counts as a failure here, since the ties are exact)."""
     import numpy as np
 
-    model, cfgs, temps, seeds = designed_ties()[name]
+    model, cfgs, temps, seeds = scenario
     bad, n = [], 0
     for cfg in cfgs:
         cfg.validate()

@@ -227,8 +227,8 @@ def fast_ties_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         from rheo.differential import check_designed_ties, designed_ties
         total, bad = 0, []
-        for name in designed_ties():
-            n, wrong = check_designed_ties(name)
+        for name, scenario in designed_ties().items():
+            n, wrong = check_designed_ties(scenario)
             total += n
             bad += [f"{name}: {w}" for w in wrong]
         if bad:

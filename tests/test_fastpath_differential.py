@@ -62,7 +62,7 @@ def test_near_threshold_requests_are_rare():
 def test_designed_exact_ties_follow_the_spec(name):
     """Score ties under both tie-breaks, draft_top_k boundary ties, depth ties, and target
     ties (``rheo.differential.designed_ties``): every request equals the reference."""
-    n, bad = check_designed_ties(name)
+    n, bad = check_designed_ties(designed_ties()[name])
     assert n > 0 and not bad, bad[:3]
 
 
