@@ -47,6 +47,11 @@ commands:
                              class enumerator certifies within 60 s
   rheo bench fastpath        the torch fastpath: Rheo vs Top-K cycle, sparse vs dense
                              draft law, batched vs naive verifier (needs torch)
+  rheo generate              speculative decoding on a real model (SmolLM2-135M-Instruct
+                             + the trained draft head), streamed; tau and tokens/s
+  rheo train-draft           train that draft head on this CPU (pinned corpus)
+  rheo bench tau [--quick]   tau of Top-K vs Rheo m=0..3 on HumanEval prompts
+                             (the real-model commands need the hf extra: see README)
 
 every command takes --json (one JSON object on stdout instead of the table).
 
@@ -117,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "protocol (build_tree and/or verify) is in `python -c \"import rheo.harness as h;\n"
                     "help(h)\"` and the README section \"Is my implementation lossless?\".\n\n"
                     "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
-                    "searches, 10x examples, more exact configurations, 5x samples).\n"
+                    "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
+                    "end to end on the real model SmolLM2-135M, which needs the hf extra).\n"
                     "Progress goes to stderr, one line per check.",
         epilog="exit status: 0 every check passed (skips allowed unless --strict), 1 a check failed,\n"
                "2 bad input\n\n"
@@ -173,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--vocab", type=int, default=128256, metavar="V", help="vocabulary size (default 128256)")
     bf.add_argument("--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)")
     add_json_flag(bf)
+    from rheo.cli_model import add_parsers
+    add_parsers(sub, bsub, add_json_flag, fmt)
     return parser
 
 
@@ -257,7 +265,7 @@ def cmd_gate(args) -> int:
             emit(json.dumps(out) if args.json else f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}")
             return 1 if cmp.check.status == "differs" else 0
     profile = PROFILES[args.profile]
-    checks = impl_checks(impl) if impl else gate_checks()
+    checks = impl_checks(impl) if impl else gate_checks(profile)
     if args.only:
         checks = [c for c in checks if args.only.lower() in c.name.lower()]
         if not checks:
@@ -282,7 +290,11 @@ def cmd_bench(args) -> int:
         return run_bench_exact(limit=args.limit, skip_search=args.skip_search, as_json=args.json, progress=_progress)
     if args.bench_command == "fastpath":
         return cmd_bench_fastpath(args)
-    return _fail("bench: choose a benchmark: `rheo bench exact` or `rheo bench fastpath` (see rheo bench --help)")
+    if args.bench_command == "tau":
+        from rheo.cli_model import cmd_bench_tau
+        return cmd_bench_tau(args, emit)
+    return _fail("bench: choose a benchmark: `rheo bench exact`, `rheo bench fastpath` or `rheo bench tau` "
+                 "(see rheo bench --help)")
 
 
 def cmd_bench_fastpath(args) -> int:
@@ -332,8 +344,12 @@ def _main(argv=None) -> int:
         return cmd_bench(args)
     if args.command == "gate":
         return cmd_gate(args)
+    if args.command in ("generate", "train-draft"):
+        from rheo import cli_model
+        return (cli_model.cmd_generate if args.command == "generate" else cli_model.cmd_train_draft)(args, emit)
     if args.json:
-        print(json.dumps({"version": __version__, "commands": ["exact", "gate", "bench exact", "bench fastpath"],
+        print(json.dumps({"version": __version__, "commands": ["exact", "gate", "bench exact", "bench fastpath",
+                                                                  "bench tau", "generate", "train-draft"],
                           "help": "rheo COMMAND --help"}))
         return 0
     parser.print_help()

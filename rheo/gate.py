@@ -22,6 +22,10 @@ from typing import Callable
 INSTALL_TORCH = 'pip install "rheosampling[torch]"  (on this project\'s machines: pip install torch==2.13.0)'
 
 
+REAL_FIRST, REAL_LATER = 4000, 500  # see real_model_check
+REAL_PROMPT = "Tell me a short story about a robot."  # a first-token law of entropy 3.1 nats
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -32,11 +36,14 @@ class Profile:
     fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.statistical.quiet_cases)
     impl_examples: int
     impl_cycles: int
+    real_first: int = 0  # real model (a): two-token samples per policy (0: the check is not in the profile)
+    real_later: int = 0  # real model (b): samples of the 12th token per policy and side
 
 
 PROFILES = {
     "quick": Profile("quick", "quick", 500, False, 500, 200_000, 300, 20_000),
-    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000),
+    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST,
+                    real_later=REAL_LATER),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
 
@@ -275,12 +282,59 @@ def fast_calibration_check() -> Check:
     return Check("fastpath: statistical check fires on planted bugs", "fastpath", run, needs_torch=True)
 
 
-def gate_checks() -> list[Check]:
+def real_model_check() -> Check:
+    """Losslessness end to end on SmolLM2-135M-Instruct with the committed draft head
+    (``rheo.integrations.lossless``), Rheo m=1 and Top-K, at T = 1 on a small tree
+    (K=4, D=3, R=8: cheap cycles; the law does not depend on the tree's size): (a) the
+    first token and the second given the two most frequent first tokens, ``real_first``
+    samples each; (b) the 12th token vs plain sampling, ``real_later`` samples per side.
+    alpha 1e-6 in all, split over the 8 tests."""
+    def run(profile: Profile, progress) -> Outcome:
+        from rheo.integrations.hf import MissingModel, require_hf
+        try:
+            require_hf()
+            from rheo.integrations.eagle import load_head
+            from rheo.integrations.hf import chat_ids, gguf_path, load_target
+            gguf_path()
+        except MissingModel as e:
+            return Outcome("skip", str(e))
+        import torch
+
+        from rheo.fastpath import FastConfig
+        from rheo.integrations.lossless import first_tokens_check, later_token_check
+        target, tok = load_target(quiet=True)
+        head = load_head(target.config)
+        torch.set_grad_enabled(False)
+        prompt = chat_ids(tok, REAL_PROMPT)
+        alpha = FAMILY_ALPHA / 8
+        lines, data, bad = [], {}, None
+        for name, cfg in (("rheo m=1", FastConfig(K=4, depth=3, budget=8, policy="rheo", m=1)),
+                          ("topk", FastConfig(K=4, depth=3, budget=8, policy="topk"))):
+            say = (lambda msg, n=name: progress(f"  {n}: {msg.strip()}")) if progress else None
+            a = first_tokens_check(target, head, prompt, cfg, profile.real_first, 3 * alpha, progress=say)
+            b = later_token_check(target, head, prompt, cfg, profile.real_later, alpha, progress=say)
+            data[name] = {"first_tokens": a, "token_12": b}
+            for t in a["tests"]:
+                what = "first token" if t["given"] is None else f"second token | first = {t['given']}"
+                lines.append(f"{name} {what}: {'REJECT' if t['reject'] else 'ok'} p={t['p_value']:.3g}, "
+                             f"N={t['n']}, detects TV >= {t['detectable_tv']}")
+            lines.append(f"{name} 12th token vs plain sampling: {'REJECT' if b['reject'] else 'ok'} "
+                         f"p={b['p_value']:.3g}, N={b['samples']} each, detects TV >= {b['detectable_tv']}")
+            if (not a["passed"] or not b["passed"]) and bad is None:
+                bad = {"check": "real model losslessness", "policy": name, "prompt": prompt, "config": repr(cfg),
+                       "first_tokens": a, "token_12": b}
+        return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
+    return Check("real model: SmolLM2-135M lossless (Rheo m=1, Top-K)", "real model", run, needs_torch=True)
+
+
+def gate_checks(profile: Profile | None = None) -> list[Check]:
     from rheo.corpus import CONTROLS
     checks = [exact_matrix_check(f) for f in MATRIX_FAMILIES]
     checks.append(paper_example_check())
     checks += [control_check(c) for c in CONTROLS]
     checks += [fast_decisions_check(), fast_ties_check(), fast_cycle_law_check(), fast_calibration_check()]
+    if profile is not None and profile.real_first:
+        checks.append(real_model_check())
     return checks
 
 

