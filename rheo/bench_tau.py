@@ -34,11 +34,12 @@ class Plan:
     sweep_temperatures: tuple
     sweep_seeds: tuple
     ar_prompts: int
+    sweep_prompts: int | None = None  # None: all the prompts
 
 
 PLANS = {
     # under 10 minutes on this 2-core CPU: the headline pair at T = 1 and the T -> 0 sweep
-    "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (0.0,), (0,), 4),
+    "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (0.0,), (0,), 4, sweep_prompts=8),
     # the paper's protocol: 80 prompts x 128 tokens, five policies, three seeds, the sweep
     "full": Plan("full", 80, 128, (0, 1, 2), tuple(POLICIES), ("topk", "rheo_m0", "rheo_m1"), (0.0, 0.5), (0, 1, 2),
                  80),
@@ -90,17 +91,18 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     eos = {tok.eos_token_id}
     torch.set_grad_enabled(False)
 
-    runs = [(name, 1.0, seed) for name in plan.policies for seed in plan.seeds]
-    runs += [(name, T, seed) for T in plan.sweep_temperatures for name in plan.sweep_policies
+    runs = [(name, 1.0, seed, len(ids)) for name in plan.policies for seed in plan.seeds]
+    n_sweep = min(len(ids), plan.sweep_prompts or len(ids))
+    runs += [(name, T, seed, n_sweep) for T in plan.sweep_temperatures for name in plan.sweep_policies
              for seed in (plan.sweep_seeds if T > 0 else (0,))]  # T = 0 is deterministic: one seed
-    per = {}  # (name, T) -> per prompt [tokens, cycles, seconds]
-    total = len(runs) * len(ids)
+    per = {}  # (name, T) -> per prompt [tokens, cycles, seconds, emitted per seed ...]
+    total = sum(r[3] for r in runs)
     done = 0
-    for name, T, seed in runs:
+    for name, T, seed, n in runs:
         policy, m = POLICIES[name]
         cfg = FastConfig(policy=policy, m=m, **TREE)
-        acc = per.setdefault((name, T), [[0, 0, 0.0] for _ in ids])
-        for i, p in enumerate(ids):
+        acc = per.setdefault((name, T), [[0, 0, 0.0] for _ in ids[:n]])
+        for i, p in enumerate(ids[:n]):
             g = speculative_generate(target, head, p, cfg, T, n_new, seed=seed, eos=eos)
             acc[i][0] += sum(g.lengths)
             acc[i][1] += g.cycles
@@ -118,8 +120,8 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     say(f"  autoregressive baseline: {plan.ar_prompts} prompts, {time.perf_counter() - t_start:.0f} s")
     ar_tps = ar_tokens / ar_seconds if ar_seconds else 0.0
 
-    def row(name, T):
-        acc = per[(name, T)]
+    def row(name, T, n=None):
+        acc = per[(name, T)][:n]
         taus = [a[0] / a[1] for a in acc]
         gen_tokens = sum(sum(a[3:]) for a in acc)
         secs = sum(a[2] for a in acc)
@@ -127,15 +129,17 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
                "tokens_per_s": round(gen_tokens / secs, 2) if secs else 0.0, "cycles": sum(a[1] for a in acc)}
         if ar_tps:
             out["speedup_vs_autoregressive"] = round(out["tokens_per_s"] / ar_tps, 3)
-        if name != "topk" and ("topk", T) in per:
-            base = [a[0] / a[1] for a in per[("topk", T)]]
+        out["prompts"] = len(acc)
+        if name != "topk" and ("topk", T) in per and len(per[("topk", T)][:n]) == len(acc):
+            base = [a[0] / a[1] for a in per[("topk", T)][:n]]
             out["ratio_over_topk"] = round(statistics.fmean(taus) / statistics.fmean(base), 4)
             out["ratio_ci95"] = bootstrap(taus, base)
         return out, taus
 
     table = [row(name, 1.0)[0] for name in plan.policies]
-    sweep = [row(name, T)[0] for T in sorted(set(plan.sweep_temperatures) | {1.0})
-             for name in plan.sweep_policies if (name, T) in per]
+    # the sweep compares temperatures on the same prompts (T = 1 rows cut to the sweep's)
+    sweep = [row(name, T, n_sweep)[0] for T in sorted(set(plan.sweep_temperatures) | {1.0})
+             for name in plan.sweep_policies if (name, T) in per] if plan.sweep_temperatures else []
     by = {r["policy"]: r for r in table}
     rec = head_record()
     out = {
@@ -145,6 +149,7 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
                        "held_out_accept_T1": (rec.get("curve") or [{}])[-1].get("accept_T1")},
         "autoregressive_tokens_per_s": round(ar_tps, 2), "autoregressive_prompts": plan.ar_prompts,
         "table": table, "temperature_sweep": sweep,
+        "sweep_prompts": n_sweep if plan.sweep_temperatures else 0,
         "seconds": round(time.perf_counter() - t_start, 1),
     }
     if "topk" in by and "rheo_m1" in by:
@@ -159,12 +164,13 @@ def render(out: dict) -> str:
              f"prompts x {out['new_tokens']} new tokens, seeds {out['seeds']}",
              f"tree R={out['tree']['budget']} D={out['tree']['depth']} K={out['tree']['K']} "
              f"draft_top_k={out['tree']['draft_top_k']}; autoregressive {out['autoregressive_tokens_per_s']} tokens/s",
-             "", f"{'policy':<10} {'T':>4} {'tau':>7} {'95% CI':>17} {'/ Top-K':>8} {'95% CI':>17} {'tok/s':>7} {'vs AR':>6}"]
-    for r in out["table"] + [r for r in out["temperature_sweep"] if r["temperature"] != 1.0]:
+             "", f"{'policy':<14} {'T':>4} {'tau':>7} {'95% CI':>17} {'/ Top-K':>8} {'95% CI':>17} {'tok/s':>7} {'vs AR':>6}"]
+    rows = out["table"] + [dict(r, policy=r["policy"] + f" ({r['prompts']}p)") for r in out["temperature_sweep"]]
+    for r in rows:
         ci = f"[{r['tau_ci95'][0]:.3f}, {r['tau_ci95'][1]:.3f}]"
         ratio = f"{r['ratio_over_topk']:.3f}" if "ratio_over_topk" in r else "1"
         rci = f"[{r['ratio_ci95'][0]:.3f}, {r['ratio_ci95'][1]:.3f}]" if "ratio_ci95" in r else ""
-        lines.append(f"{r['policy']:<10} {r['temperature']:>4} {r['tau']:>7.3f} {ci:>17} {ratio:>8} {rci:>17} "
+        lines.append(f"{r['policy']:<14} {r['temperature']:>4} {r['tau']:>7.3f} {ci:>17} {ratio:>8} {rci:>17} "
                      f"{r['tokens_per_s']:>7.1f} {r.get('speedup_vs_autoregressive', 0):>6.2f}")
     lines.append(f"\n{out['seconds']} s")
     return "\n".join(lines)

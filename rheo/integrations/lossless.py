@@ -240,7 +240,8 @@ def later_token_check(target, head, prompt: list[int], cfg: FastConfig, samples:
             cache = DynamicCache()
             ids = torch.tensor([prompt] * b)
             for _ in range(index):
-                logits = target(input_ids=ids, cache=cache, use_cache=True).logits[:, -1].to(torch.float64)
+                out = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+                logits = out.logits[:, -1].to(torch.float64)
                 ids = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)
             plain += ids[:, 0].tolist()
     res = two_sample(spec, plain, alpha)

@@ -207,7 +207,7 @@ def autoregressive_generate(target, prompt: list[int], temperature: float, max_n
     stopped = "max_new_tokens"
     with torch.no_grad():
         while len(out) < max_new_tokens:
-            logits = target(input_ids=ids, cache=cache, use_cache=True).logits[0, -1].to(torch.float64)
+            logits = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1].to(torch.float64)
             if temperature == 0:
                 t = int(logits.argmax())
             else:

@@ -11,7 +11,8 @@ Per step (batch 8 x 256 tokens): the frozen target gives the features f and its 
 law p at every position; the head sees (f_t + noise, x_{t+1}) and predicts f_{t+1}. The
 matmuls run in bf16 (autocast). Loss (EAGLE-1's): smooth-L1 to the true feature + ``cls_weight`` x cross-entropy of the head's
 law against p. AdamW, warm-up then cosine decay over ``steps``; the run also stops at
-``max_minutes`` (the record says so). Every ``eval_every`` steps it measures, on held-out
+``max_minutes`` or at ``stop_at_step`` (the record says which; a run cut by the clock is
+repeated exactly with ``stop_at_step`` = its steps_done and the same ``steps``). Every ``eval_every`` steps it measures, on held-out
 text, the first-token agreement: top-1 (the head's argmax = the target's argmax) and the
 T = 1 acceptance 1 - TV(p, q) = sum_x min(p, q) of one drafted token.
 """
@@ -85,7 +86,8 @@ def evaluate(target, head, chunks: list[list[int]]) -> dict:
 
 def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_weight: float = 0.1,
           noise: float = 0.1, seed: int = 0, eval_every: int = 50, eval_chunks: int = 48,
-          out: Path | None = None, threads: int | None = None, log=print) -> dict:
+          out: Path | None = None, threads: int | None = None, stop_at_step: int | None = None,
+          log=print) -> dict:
     from .eagle import WEIGHTS_DIR, EagleHead, save_head
     from .hf import load_target
 
@@ -135,7 +137,8 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
         if step % 10 == 0:
             r, c = (sum(x[k] for x in losses[-10:]) / len(losses[-10:]) for k in (0, 1))
             log(f"step {step}/{steps}  reg {r:.4f}  ce {c:.3f}  lr {sched.get_last_lr()[0]:.2e}  {minutes:.1f} min")
-        last = step == steps or minutes >= max_minutes
+        cut = stop_at_step is not None and step >= stop_at_step
+        last = step == steps or minutes >= max_minutes or cut
         if step % eval_every == 0 or last:
             head.eval()
             curve.append({"step": step, "tokens": step * BATCH * SEQ, "minutes": round(minutes, 1),
@@ -147,13 +150,14 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
                 "python": sys.version.split()[0],
                 "corpus": {"train": [[f.name, _sha(f)] for f in train_files],
                            "held_out": [[f.name, _sha(f)] for f in held_files]},
-                "settings": {"steps": steps, "max_minutes": max_minutes, "lr": lr, "cls_weight": cls_weight,
-                             "noise": noise, "seed": seed, "batch": BATCH, "seq": SEQ},
-                "steps_done": step, "epochs": round(step * BATCH / len(chunks), 2),
-                "corpus_tokens": len(chunks) * SEQ, "stopped_by": "max_minutes" if minutes >= max_minutes and step < steps else stopped,
+                "settings": {"steps": steps, "max_minutes": max_minutes, "stop_at_step": stop_at_step, "lr": lr,
+                             "cls_weight": cls_weight, "noise": noise, "seed": seed, "batch": BATCH, "seq": SEQ},
+                "steps_done": step, "epochs": round(step * BATCH / len(chunks), 2), "corpus_tokens": len(chunks) * SEQ,
+                "stopped_by": ("stop_at_step" if cut else "max_minutes" if minutes >= max_minutes and step < steps
+                               else stopped),
                 "minutes": round(minutes, 1), "curve": curve,
             }
             save_head(head, record, Path(out) if out else WEIGHTS_DIR)
-        if minutes >= max_minutes:
+        if minutes >= max_minutes or cut:
             break
     return record
