@@ -38,8 +38,8 @@ class Plan:
 
 
 PLANS = {
-    # under 10 minutes on this 2-core CPU: the headline pair at T = 1 and the T -> 0 sweep
-    "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (0.0,), (0,), 4, sweep_prompts=8),
+    # under 10 minutes on this 2-core CPU: the headline pair at T = 1 (no sweep)
+    "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (), (0,), 4),
     # the paper's protocol: 80 prompts x 128 tokens, five policies, three seeds, the sweep
     "full": Plan("full", 80, 128, (0, 1, 2), tuple(POLICIES), ("topk", "rheo_m0", "rheo_m1"), (0.0, 0.5), (0, 1, 2),
                  80),

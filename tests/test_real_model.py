@@ -191,7 +191,7 @@ def test_bench_tau_cli_smoke():
     assert {"tau_topk", "tau_rheo_m1", "ratio_m1_over_topk", "table", "temperature_sweep"} <= set(obj)
     assert obj["tau_topk"] >= 1 and obj["tau_rheo_m1"] >= 1
     assert [r["policy"] for r in obj["table"]] == ["topk", "rheo_m1"]
-    assert {r["temperature"] for r in obj["temperature_sweep"]} == {0.0, 1.0}
+    assert obj["temperature_sweep"] == []
     bad = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "200"], capture_output=True,
                          text=True, timeout=600)
     assert bad.returncode == 2 and "--prompts" in bad.stderr

@@ -50,6 +50,16 @@ class EagleHead(nn.Module):
         return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                           use_cache=cache is not None, position_embeddings=pos)
 
+    def logits(self, lm_head: nn.Linear, h: torch.Tensor) -> torch.Tensor:
+        """The draft's logits lm_head(h), with a bf16 copy of the target's frozen ``lm_head``
+        weight (as in training, which runs under bf16 autocast). The draft law only has to
+        be the law the tree is built from, any law keeps the output lossless, and this
+        skinny matmul is memory-bound on a CPU: 4.6 ms instead of 21 ms for 10 rows here."""
+        if getattr(self, "_w16_of", None) != id(lm_head.weight):
+            self._w16 = lm_head.weight.detach().to(torch.bfloat16)
+            self._w16_of = id(lm_head.weight)
+        return nn.functional.linear(h.to(torch.bfloat16), self._w16).float()
+
 
 def causal_mask(n: int, device=None) -> torch.Tensor:
     return torch.ones((n, n), dtype=torch.bool, device=device).tril().view(1, 1, n, n)

@@ -111,7 +111,7 @@ class PathTableLM:
             out = self.head(torch.cat(feats).unsqueeze(0), self.target.model.embed_tokens(torch.tensor([toks])),
                             torch.arange(1, n + 1).unsqueeze(0), causal_mask(n))[0, -1]
             self._h[(committed, prefix)] = out
-            self._draft[(committed, prefix)] = self.target.lm_head(out)
+            self._draft[(committed, prefix)] = self.head.logits(self.target.lm_head, out)
 
     # ---- SpecModel ----
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:

@@ -105,7 +105,7 @@ class SpecLM:
                 out = self.head(self._h[0, parents].unsqueeze(0), self._embed(toks).unsqueeze(0), pos,
                                 mask.view(1, 1, n, -1), cache=self.head_cache)
                 self._h, self._anc = out, anc
-            logits = self.target.lm_head(out[:, -1:] if query.layer == 0 else out)
+            logits = self.head.logits(self.target.lm_head, out[:, -1:] if query.layer == 0 else out)
         self.seconds["draft"] += time.perf_counter() - t0
         return logits
 
