@@ -22,7 +22,7 @@ from typing import Callable
 INSTALL_TORCH = 'pip install "rheosampling[torch]"  (on this project\'s machines: pip install torch==2.13.0)'
 
 
-REAL_FIRST, REAL_LATER = 4000, 500  # see real_model_check
+REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
 REAL_PROMPT = "Tell me a short story about a robot."  # a first-token law of entropy 3.1 nats
 
 

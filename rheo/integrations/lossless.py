@@ -94,24 +94,31 @@ class PathTableLM:
             for i, c in enumerate(part):
                 self._feats[c] = torch.cat([self._prompt_feats, f[i, :len(c) + 1]])
 
-    def _draft_at(self, committed: tuple, prefix: tuple) -> None:
-        """The head's output at (committed, prefix); the parent (committed, prefix[:-1]) is
-        already known (the tree expands parents first)."""
+    def _draft_at(self, keys: list[tuple]) -> None:
+        """The head's outputs at (committed, prefix) keys whose parents (committed,
+        prefix[:-1]) are known (the tree expands parents first); keys with sequences of the
+        same length go through the head in one batched forward."""
         from .eagle import causal_mask
 
-        self.misses["draft"] += 1
-        seq = self.prompt + list(committed)  # the root is seq[-1]
-        feats = [self._feats[committed][:-1]]  # pairs (f_t, x_{t+1}), t = 0 .. len(seq) - 2
-        toks = seq[1:]
-        for j in range(len(prefix)):  # then (the head's feature at prefix[:j], prefix[j])
-            feats.append(self._h[(committed, prefix[:j])].unsqueeze(0))
-            toks.append(prefix[j])
-        n = len(toks)
-        with torch.no_grad():
-            out = self.head(torch.cat(feats).unsqueeze(0), self.target.model.embed_tokens(torch.tensor([toks])),
-                            torch.arange(1, n + 1).unsqueeze(0), causal_mask(n))[0, -1]
-            self._h[(committed, prefix)] = out
-            self._draft[(committed, prefix)] = self.head.logits(self.target.lm_head, out)
+        groups: dict = collections.defaultdict(list)
+        for c, prefix in keys:
+            groups[len(self.prompt) + len(c) + len(prefix) - 1].append((c, prefix))
+        emb = self.target.model.embed_tokens
+        for n, group in groups.items():
+            self.misses["draft"] += len(group)
+            feats, toks = [], []
+            for c, prefix in group:
+                seq = self.prompt + list(c)  # pairs (f_t, x_{t+1}) up to the root seq[-1], then
+                f = [self._feats[c][:-1]]  # (the head's feature at prefix[:j], prefix[j])
+                f += [self._h[(c, prefix[:j])].unsqueeze(0) for j in range(len(prefix))]
+                feats.append(torch.cat(f))
+                toks.append(seq[1:] + list(prefix))
+            with torch.no_grad():
+                out = self.head(torch.stack(feats), emb(torch.tensor(toks)),
+                                torch.arange(1, n + 1).unsqueeze(0).expand(len(group), n), causal_mask(n))[:, -1]
+                logits = self.head.logits(self.target.lm_head, out)
+            for i, key in enumerate(group):
+                self._h[key], self._draft[key] = out[i], logits[i]
 
     # ---- SpecModel ----
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:
@@ -121,11 +128,12 @@ class PathTableLM:
         keys = [[(self.committed[i], tuple(t for t in prefixes[i][j] if t >= 0)) if valid[i][j] else None
                  for j in range(n)] for i in range(b)]
         self._features([k[0] for row in keys for k in row if k is not None])
+        need = sorted({k for row in keys for k in row if k is not None and k not in self._draft})
+        if need:
+            self._draft_at(need)
         for i in range(b):
             for j in range(n):
                 if keys[i][j] is not None:
-                    if keys[i][j] not in self._draft:
-                        self._draft_at(*keys[i][j])
                     out[i, j] = self._draft[keys[i][j]]
         return out
 
