@@ -105,7 +105,9 @@ def test_head_over_the_tree_equals_head_along_each_path(lm):
         for query, out in c["draft"]:
             want = table.draft_logits(query)
             valid = query.valid[0]
-            assert torch.allclose(out[0][valid], want[0][valid], atol=2e-3, rtol=0), \
+            # 2e-2: both go through the bf16 lm_head copy, whose input rounding may differ by
+            # one bf16 step where the fp32 features differ by 1e-5; a wrong mask or position is O(1)
+            assert torch.allclose(out[0][valid], want[0][valid], atol=2e-2, rtol=0), \
                 (query.layer, (out[0][valid] - want[0][valid]).abs().max())
             compared += int(valid.sum())
         assert compared >= BIG.depth

@@ -137,19 +137,18 @@ class PathTableLM:
                     out[i, j] = self._draft[keys[i][j]]
         return out
 
-    def target_logits(self, tree: DraftTree) -> torch.Tensor:
-        b, R1 = tree.prefixes.shape[:2]
-        prefixes = tree.prefixes.tolist()
-        valid = torch.cat([torch.ones((b, 1), dtype=torch.bool), tree.valid], 1).tolist()
-        keys = [[self.committed[i] + tuple(t for t in prefixes[i][j] if t >= 0) if valid[i][j] else None
-                 for j in range(R1)] for i in range(b)]
-        self._target_paths([k for row in keys for k in row if k is not None])
-        out = torch.zeros((b, R1, self.vocab_size))
-        for i in range(b):
-            for j in range(R1):
-                if keys[i][j] is not None:
-                    out[i, j] = self._target[keys[i][j]]
-        return out
+    def target_logits(self, tree: DraftTree):
+        """The verifier's lazy form: a callable (requests [n], nodes [n]) -> [n, V], so only
+        the nodes the walk visits are ever computed."""
+        prefixes = tree.prefixes
+
+        def at(ix: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+            keys = [self.committed[i] + tuple(t for t in p if t >= 0)
+                    for i, p in zip(ix.tolist(), prefixes[ix, nodes].tolist())]
+            self._target_paths(keys)
+            return torch.stack([self._target[k] for k in keys]) if keys else torch.zeros((0, self.vocab_size))
+
+        return at
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
         self.committed = [c + result.output(i) for i, c in enumerate(self.committed)]
