@@ -93,6 +93,7 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
 
     if threads:
         torch.set_num_threads(threads)
+    torch.set_grad_enabled(True)  # a caller may have switched autograd off (generation does)
     torch.manual_seed(seed)
     t_start = time.time()
     target, tok = load_target()
