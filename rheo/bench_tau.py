@@ -134,11 +134,11 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
             base = [a[0] / a[1] for a in per[("topk", T)][:n]]
             out["ratio_over_topk"] = round(statistics.fmean(taus) / statistics.fmean(base), 4)
             out["ratio_ci95"] = bootstrap(taus, base)
-        return out, taus
+        return out
 
-    table = [row(name, 1.0)[0] for name in plan.policies]
+    table = [row(name, 1.0) for name in plan.policies]
     # the sweep compares temperatures on the same prompts (T = 1 rows cut to the sweep's)
-    sweep = [row(name, T, n_sweep)[0] for T in sorted(set(plan.sweep_temperatures) | {1.0})
+    sweep = [row(name, T, n_sweep) for T in sorted(set(plan.sweep_temperatures) | {1.0})
              for name in plan.sweep_policies if (name, T) in per] if plan.sweep_temperatures else []
     by = {r["policy"]: r for r in table}
     rec = head_record()
