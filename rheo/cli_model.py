@@ -33,7 +33,8 @@ def add_parsers(sub, bsub, add_json_flag, fmt=argparse.RawDescriptionHelpFormatt
                "  rheo generate --policy rheo --m 1 --temperature 0.7 --max-new-tokens 200 --json\n"
                "  rheo generate --policy ar                       # plain autoregressive sampling\n\n"
                "--json prints one object: text, tokens, new_tokens, stopped (eos | max_new_tokens),\n"
-               "cycles, tau, tokens_per_s, seconds, policy, m, temperature, seed, tree.")
+               "cycles, tau, tokens_per_s, seconds, seconds_per_cycle (target tree forward, draft;\n"
+               "speculative policies), policy, m, temperature, seed, tree.")
     g.add_argument("--prompt", default=None, help=f"the user message (default: {DEFAULT_PROMPT!r})")
     g.add_argument("--raw", action="store_true", help="feed the prompt as is, without the chat template")
     g.add_argument("--policy", choices=("rheo", "topk", "ar"), default="rheo",
@@ -164,12 +165,15 @@ def cmd_generate(args, emit) -> int:
            "temperature": args.temperature, "seed": args.seed,
            "tree": None if cfg is None else {"K": cfg.K, "depth": cfg.depth, "budget": cfg.budget,
                                              "draft_top_k": cfg.draft_top_k}}
+    if g.split:
+        out["seconds_per_cycle"] = {k: round(v / max(1, g.cycles), 4) for k, v in g.split.items()}
     if args.json:
         emit(json.dumps(out))
     else:
         sys.stdout.write(text_out[len(printed[0]):] + "\n")
         print(f"[{len(g.tokens)} tokens, stopped by {g.stopped}; {g.cycles} target forwards, tau {g.tau:.2f}; "
-              f"{g.tokens_per_s:.1f} tokens/s]", file=sys.stderr)
+              f"{g.tokens_per_s:.1f} tokens/s" + "".join(f"; {k} {v / max(1, g.cycles):.3f} s/cycle"
+                                                         for k, v in g.split.items()) + "]", file=sys.stderr)
     return 0
 
 

@@ -161,6 +161,9 @@ def test_generate_cli_json_and_bad_input():
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert obj["new_tokens"] == len(obj["tokens"]) <= 6 and obj["cycles"] >= 1 and obj["tau"] >= 1
+    per = obj["seconds_per_cycle"]  # the split the README's per-cycle costs come from
+    assert set(per) == {"target", "draft"} and min(per.values()) > 0
+    assert sum(per.values()) * obj["cycles"] <= obj["seconds"] + 1e-3
     bad = subprocess.run([sys.executable, "-m", "rheo.cli", "generate", "--m", "10"], capture_output=True,
                          text=True, timeout=600)
     assert bad.returncode == 2 and "--m" in bad.stderr and "Traceback" not in bad.stderr
@@ -197,6 +200,22 @@ def test_bench_tau_cli_smoke():
     bad = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "200"], capture_output=True,
                          text=True, timeout=600)
     assert bad.returncode == 2 and "--prompts" in bad.stderr
+
+
+def test_bench_tau_full_plan_slice_with_the_sweep():
+    """The full plan's shape on a one-prompt slice: five policies at T = 1 and the sweep
+    T in {0, 0.5, 1} for Top-K, m=0, m=1, each non-Top-K row with its paired ratio."""
+    out = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "2", "--seeds", "1",
+                          "--sweep-prompts", "1", "--new-tokens", "3", "--json"], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert [r["policy"] for r in obj["table"]] == ["topk", "rheo_m0", "rheo_m1", "rheo_m2", "rheo_m3"]
+    assert obj["sweep_prompts"] == 1 and all(r["prompts"] == 2 for r in obj["table"])
+    sweep = {(r["policy"], r["temperature"]): r for r in obj["temperature_sweep"]}
+    assert set(sweep) == {(p, T) for p in ("topk", "rheo_m0", "rheo_m1") for T in (0.0, 0.5, 1.0)}
+    assert all(r["prompts"] == 1 and r["tau"] >= 1 for r in sweep.values())
+    assert all(("ratio_over_topk" in r) == (p != "topk") for (p, _), r in sweep.items())
 
 
 def test_train_draft_runs_and_saves(tmp_path):

@@ -149,6 +149,7 @@ class Generation:
     lengths: list[int] = field(default_factory=list)  # |O| per cycle (untruncated)
     seconds: float = 0.0
     stopped: str = "max_new_tokens"
+    split: dict = field(default_factory=dict)  # seconds in the target's tree forwards and in the draft
 
     @property
     def tau(self) -> float:
@@ -189,7 +190,7 @@ def speculative_generate(target, head, prompt: list[int], cfg: FastConfig, tempe
             on_tokens(new)
         if stopped == "eos":
             break
-    return Generation(out, len(lengths), lengths, time.perf_counter() - t0, stopped)
+    return Generation(out, len(lengths), lengths, time.perf_counter() - t0, stopped, dict(model.seconds))
 
 
 def autoregressive_generate(target, prompt: list[int], temperature: float, max_new_tokens: int, seed: int = 0,

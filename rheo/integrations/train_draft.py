@@ -84,6 +84,7 @@ def evaluate(target, head, chunks: list[list[int]]) -> dict:
     return {"top1": round(top1 / n, 4), "accept_T1": round(accept / n, 4), "positions": int(n)}
 
 
+@torch.enable_grad()  # a caller may have switched autograd off (generation does)
 def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_weight: float = 0.1,
           noise: float = 0.1, seed: int = 0, eval_every: int = 50, eval_chunks: int = 48,
           out: Path | None = None, threads: int | None = None, stop_at_step: int | None = None,
@@ -93,7 +94,6 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
 
     if threads:
         torch.set_num_threads(threads)
-    torch.set_grad_enabled(True)  # a caller may have switched autograd off (generation does)
     torch.manual_seed(seed)
     t_start = time.time()
     target, tok = load_target()
