@@ -23,7 +23,6 @@ def run_cycle(model, cfg: FastConfig, temperature: torch.Tensor, uniforms: Unifo
               generator: torch.Generator | None = None) -> tuple[DraftTree, VerifyResult]:
     """Draft, verify and commit one cycle. temperature: [b] (or a float for all requests).
     Randomness: explicit ``uniforms`` (SPEC 7) or fresh ones from ``generator``."""
-    cfg.validate()
     T = torch.as_tensor(temperature, dtype=torch.float64, device=model.device)
     if T.dim() == 0:
         T = T.expand(model.batch)

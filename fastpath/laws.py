@@ -14,9 +14,9 @@ Everything here is the torch reading of ``rheo.reference.numbers``:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
+
+from rheo.reference.params import TargetFilters
 
 
 def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,39 +83,30 @@ def _renormalized(p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return p / p.sum(-1, keepdim=True)
 
 
-@dataclass(frozen=True)
-class TargetFilters:
-    """Serving-engine filters after temperature, in this order (SPEC 0). None = off."""
-
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.top_k is not None or self.top_p is not None or self.min_p is not None
-
-    def apply(self, p: torch.Tensor) -> torch.Tensor:
-        """Filter normalized laws p: [..., V]."""
-        if self.top_k is not None and self.top_k < p.shape[-1]:
-            _, ids = ranked_topk(p, self.top_k)
-            keep = torch.zeros_like(p, dtype=torch.bool).scatter_(-1, ids, True)
-            p = _renormalized(p, keep)
-        if self.top_p is not None:
-            vals, ids = torch.sort(p, dim=-1, descending=True, stable=True)  # (prob desc, id asc)
-            before = torch.cumsum(vals, -1) - vals  # mass of the better-ranked tokens
-            keep_sorted = (before < self.top_p) & (vals > 0)
-            keep = torch.zeros_like(keep_sorted).scatter_(-1, ids, keep_sorted)
-            p = _renormalized(p, keep)
-        if self.min_p is not None:
-            p = _renormalized(p, p >= self.min_p * p.amax(-1, keepdim=True))
-        return p
+def apply_filters(p: torch.Tensor, filters: TargetFilters) -> torch.Tensor:
+    """The target filters on normalized laws p: [..., V] (docs/spec.md §0)."""
+    if filters.top_k is not None and filters.top_k < p.shape[-1]:
+        _, ids = ranked_topk(p, filters.top_k)
+        keep = torch.zeros_like(p, dtype=torch.bool).scatter_(-1, ids, True)
+        p = _renormalized(p, keep)
+    if filters.top_p is not None:
+        vals, ids = torch.sort(p, dim=-1, descending=True, stable=True)  # (prob desc, id asc)
+        before = torch.cumsum(vals, -1) - vals  # mass of the better-ranked tokens
+        keep_sorted = (before < filters.top_p) & (vals > 0)
+        keep = torch.zeros_like(keep_sorted).scatter_(-1, ids, keep_sorted)
+        p = _renormalized(p, keep)
+    if filters.min_p is not None:
+        p = _renormalized(p, p >= filters.min_p * p.amax(-1, keepdim=True))
+    return p
 
 
-def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = TargetFilters()) -> torch.Tensor:
+NO_FILTERS = TargetFilters()
+
+
+def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS) -> torch.Tensor:
     """p_T with the target filters (SPEC 0): logits [b, ..., V], T [b] -> probabilities."""
     p = tempered(logits, T)
-    return filters.apply(p) if filters.active else p
+    return apply_filters(p, filters) if filters.active else p
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -138,7 +129,7 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
     return idx
 
 
-def target_weights(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = TargetFilters()):
+def target_weights(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS):
     """p_T as (w, Z) with p_T = w / Z, for the verifier's running residual: ``logits``
     [n, V] is a copy the caller owns (the temperature is applied in place). Equals
     ``target_law``; the verifier keeps Z as it removes mass, so nothing is renormalized."""

@@ -67,12 +67,12 @@ class _TableBase:
 
     def reference_instance(self, i: int, cfg: FastConfig, temperature: float):
         """Request i's current laws as a float64 reference ``Instance`` for ``cfg``."""
-        from rheo.reference import Instance, Table
+        from rheo.reference import Instance, Table, Temperature
 
         return Instance(self.vocab_size,
                         Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
                         Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"))),
-                        cfg.to_reference(temperature))
+                        cfg.replace(temperature=Temperature.parse(temperature, exact=False)))
 
 
 class HashTableModel(_TableBase):

@@ -198,13 +198,13 @@ def sample_proxy(q: torch.Tensor, cfg: FastConfig, q_y: torch.Tensor) -> torch.T
     """The sample's construction factor (SPEC 2) from the ranked draft law q [..., W] and
     the drawn token's own q(Y) [...] (used only by the "self" control)."""
     m = cfg.m
-    if cfg.proxy == "rheo":
+    if cfg.proxy.kind == "rheo":
         if m >= 1:
             return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
         return torch.clamp(q[..., 0] + cfg.epsilon, max=1.0)
-    if cfg.proxy == "self":
+    if cfg.proxy.kind == "self":
         return q_y
-    return torch.full_like(q[..., 0], float(cfg.proxy))
+    return torch.full_like(q[..., 0], float(cfg.proxy.value))
 
 
 def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> torch.Tensor:

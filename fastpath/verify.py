@@ -161,7 +161,7 @@ def verify(tree: DraftTree, target_logits, T: torch.Tensor, cfg: FastConfig, uni
             logits = torch.index_select(flat, 0, ix * (R + 1) + c, out=_workspace.get("w", ix.numel(), flat))
         else:
             logits = target_logits[ix, c]
-        w, Z = target_weights(logits, T[ix], cfg.filters)  # p_T = w / Z, in place on the copy
+        w, Z = target_weights(logits, T[ix], cfg.target_filters)  # p_T = w / Z, in place on the copy
         walk = _Walk(w, Z, uniforms.u_sample[ix, d], uniforms.u_det[ix, d])
         kids = tree.children[ix, c]  # [n, K] root-included indices, -1 none
         kid_tok = tok1[ix].gather(1, kids.clamp(min=0))

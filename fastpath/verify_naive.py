@@ -27,7 +27,7 @@ def verify_naive(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, 
     for i in range(b):
         node, d = 0, 0
         while True:
-            p = target_law(target_logits[i, node].unsqueeze(0), T[i:i + 1], cfg.filters)[0]
+            p = target_law(target_logits[i, node].unsqueeze(0), T[i:i + 1], cfg.target_filters)[0]
             w = p.clone()
             kids = [int(c) for c in tree.children[i, node].tolist()]
             moved = None

@@ -17,17 +17,18 @@ from .choices import UniformChooser, Uniforms, enumerate_choices
 from .cycle import CycleLaw, Deadline, Timeout
 from .enumerate_classes import class_cycle_law, count_joint_draws
 from .enumerate_naive import naive_cycle_law
-from .instance import Config, Instance, NodeLaws, Proxy, Table, make_instance, prefix_key
-from .numbers import CaseError, TargetFilters, Temperature
+from .instance import Config, Instance, NodeLaws, Table, make_instance
+from .numbers import CaseError, Temperature
+from .params import PAPER_TREE, Params, Proxy, TargetFilters, parse_prefix, prefix_key
 from .simulate import CycleResult, simulate_cycle
 from .tree import LabelledTree, Node, Tree, build_tree, order_key
 from .verify import steps_at, verification_law, walk
 
 __all__ = [
-    "CaseError", "Config", "CycleLaw", "CycleResult", "Deadline", "Instance", "LabelledTree", "Node",
-    "NodeLaws", "Proxy", "Report", "Table", "TargetFilters", "Temperature", "Timeout", "Tree",
+    "PAPER_TREE", "CaseError", "Config", "CycleLaw", "CycleResult", "Deadline", "Instance", "LabelledTree", "Node",
+    "NodeLaws", "Params", "Proxy", "Report", "Table", "TargetFilters", "Temperature", "Timeout", "Tree",
     "UniformChooser", "Uniforms", "build_tree", "certify", "class_cycle_law", "continued_sequence_law",
     "count_joint_draws", "cycle_law", "enumerate_choices", "make_instance", "max_deviation",
-    "naive_cycle_law", "order_key", "prefix_key", "simulate_cycle", "steps_at", "target_sequence_probability",
+    "naive_cycle_law", "order_key", "parse_prefix", "prefix_key", "simulate_cycle", "steps_at", "target_sequence_probability",
     "verification_law", "walk",
 ]

@@ -8,44 +8,12 @@ filters. Both are cached per prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Callable, Mapping, Sequence
 
-from .numbers import (
-    CaseError,
-    Law,
-    TargetFilters,
-    Temperature,
-    keep_top_k,
-    parse_exact,
-    rank_order,
-    temper,
-)
+from .numbers import CaseError, Law, apply_filters, keep_top_k, parse_exact, rank_order, temper
+from .params import UNTEMPERED, Params, Prefix, Proxy, parse_prefix, prefix_key
 
-Prefix = tuple  # token ids relative to the cycle root; () is the root
-
-POLICIES = ("rheo", "topk")
-UNTEMPERED = Temperature("1", False, 1, 1.0)
-VERIFIERS = ("rheo", "sample_last", "class_law")
-DRAFT_LAWS = ("sampled", "dense", "untempered")
-TIE_BREAKS = ("slot", "token")
-
-
-def prefix_key(prefix: Prefix) -> str:
-    """The case-file key of a prefix: ids joined by ",", "" for the root."""
-    return ",".join(str(t) for t in prefix)
-
-
-def parse_prefix(key: str, field: str = "prefix") -> Prefix:
-    """The inverse of ``prefix_key``: "0,2" -> (0, 2), "" -> ().
-
-    >>> parse_prefix("0,2"), parse_prefix("")
-    ((0, 2), ())
-    """
-    try:
-        return tuple(int(t) for t in key.split(",")) if key else ()
-    except ValueError:
-        raise CaseError(field, f"prefix keys are token ids joined by \",\", got {key!r}") from None
+Config = Params  # the reference's name for the one parameter type (rheo.reference.params)
 
 
 class Table:
@@ -73,109 +41,6 @@ class Table:
     @staticmethod
     def constant(name: str, law: Law) -> "Table":
         return Table(name, {}, default=tuple(law))
-
-
-@dataclass(frozen=True)
-class Proxy:
-    """The sample's construction factor (SPEC section 2).
-
-    kind: "rheo" (the paper's proxy), "self" (q(Y), wrong on purpose),
-    "constant" (value c, wrong below the rank bound), "per_prefix" (a table of values,
-    identity-independent; Lemma 1 says >= q(x_{m+1}) keeps it lossless) or "callable"
-    (``fn(prefix, node_laws) -> value``, identity-independent, Python API only).
-    """
-
-    kind: str = "rheo"
-    value: object = None
-    table: Mapping[Prefix, object] | None = None
-    fn: Callable | None = None
-
-    @property
-    def identity_independent(self) -> bool:
-        return self.kind != "self"
-
-    def describe(self):
-        if self.kind == "constant":
-            return {"constant": str(self.value)}
-        if self.kind == "per_prefix":
-            return {"per_prefix": {("*" if k is None else prefix_key(k)): str(v) for k, v in self.table.items()}}
-        return self.kind
-
-
-@dataclass(frozen=True)
-class Config:
-    """Every parameter of SPEC sections 1-4 (case-file names)."""
-
-    policy: str
-    K: int
-    depth: int
-    budget: int
-    m: int | None = None
-    beam: int | None = None
-    proxy: Proxy = Proxy()
-    epsilon: object = Fraction(0)
-    tie_break: str = "slot"
-    temperature: Temperature = UNTEMPERED
-    draft_top_k: int | None = None
-    verify: str = "rheo"
-    draft_law: str = "sampled"
-    target_filters: TargetFilters = TargetFilters()
-    arithmetic: str = "exact"
-
-    @property
-    def B(self) -> int:
-        return self.K if self.beam is None else self.beam
-
-    @property
-    def exact(self) -> bool:
-        return self.arithmetic == "exact"
-
-    def validate(self) -> None:
-        def need_int(name, value, lo):
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise CaseError(name, f"must be an integer >= {lo}, got {value!r}")
-
-        if self.policy not in POLICIES:
-            raise CaseError("policy", f"must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        need_int("K", self.K, 1)
-        need_int("depth", self.depth, 1)
-        need_int("budget", self.budget, 1)
-        if self.policy == "rheo":
-            if self.m is None:
-                raise CaseError("m", "is required when policy is \"rheo\" (an integer 0 <= m <= K-1)")
-            need_int("m", self.m, 0)
-            if self.m >= self.K:
-                raise CaseError("m", f"must be <= K-1 = {self.K - 1}, got {self.m}")
-        if self.beam is not None:
-            need_int("beam", self.beam, 1)
-            if self.beam > self.K:
-                raise CaseError("beam", f"must be <= K = {self.K} (a node has at most K children), got {self.beam}")
-        if self.draft_top_k is not None:
-            need_int("draft_top_k", self.draft_top_k, 1)
-        if self.tie_break not in TIE_BREAKS:
-            raise CaseError("tie_break", f"must be \"slot\" or \"token\", got {self.tie_break!r}")
-        if self.verify not in VERIFIERS:
-            raise CaseError("verify", f"must be one of {', '.join(VERIFIERS)}, got {self.verify!r}")
-        if self.draft_law not in DRAFT_LAWS:
-            raise CaseError("draft_law", f"must be one of {', '.join(DRAFT_LAWS)}, got {self.draft_law!r}")
-        if self.arithmetic not in ("exact", "float64"):
-            raise CaseError("arithmetic", f"must be \"exact\" or \"float64\", got {self.arithmetic!r}")
-        if self.epsilon < 0:
-            raise CaseError("epsilon", f"must be >= 0, got {self.epsilon}")
-        if self.proxy.kind == "constant" and not (0 < self.proxy.value <= 1):
-            raise CaseError("proxy.constant", f"must lie in (0, 1], got {self.proxy.value}")
-        if self.proxy.kind == "per_prefix":
-            for k, v in self.proxy.table.items():
-                if not (0 < v <= 1):
-                    key = "*" if k is None else prefix_key(k)
-                    raise CaseError(f"proxy.per_prefix[\"{key}\"]", f"must lie in (0, 1], got {v}")
-        f = self.target_filters
-        if f.top_k is not None:
-            need_int("target_top_k", f.top_k, 1)
-        if f.top_p is not None and not (0 < f.top_p <= 1):
-            raise CaseError("target_top_p", f"must lie in (0, 1], got {f.top_p}")
-        if f.min_p is not None and not (0 <= f.min_p <= 1):
-            raise CaseError("target_min_p", f"must lie in [0, 1], got {f.min_p}")
 
 
 @dataclass
@@ -226,10 +91,9 @@ class NodeLaws:
 class Instance:
     """Target table, draft table and configuration; the laws the algorithm reads."""
 
-    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Config):
+    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Params):
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
             raise CaseError("vocab_size", f"must be an integer >= 1, got {vocab_size!r}")
-        config.validate()
         self.n = vocab_size
         self.target = target
         self.draft = draft
@@ -272,7 +136,7 @@ class Instance:
         law = self._target_cache.get(prefix)
         if law is None:
             c = self.config
-            law = c.target_filters.apply(temper(self._checked_law(self.target, prefix), c.temperature))
+            law = apply_filters(temper(self._checked_law(self.target, prefix), c.temperature), c.target_filters)
             self._target_cache[prefix] = law
         return law
 
@@ -359,15 +223,20 @@ def exact_law(values: Sequence, field: str) -> Law:
     return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(values))
 
 
-def make_instance(vocab_size: int, target, draft, **config) -> Instance:
-    """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix.
+def make_instance(vocab_size: int, target, draft, params: Params | None = None, **config) -> Instance:
+    """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix;
+    the configuration as ``params`` or as case-file keywords (``Params.from_case``).
 
     >>> inst = make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"],
     ...                      policy="rheo", K=3, m=1, depth=1, budget=2)
     >>> inst.node_laws(()).proxy
     Fraction(1, 2)
     """
-    exact = config.get("arithmetic", "exact") == "exact"
+    if params is None:
+        params = Params.from_case(config)
+    elif config:
+        raise CaseError(next(iter(config)), "give the configuration either as params or as keywords, not both")
+    exact = params.exact
 
     def table(name, spec):
         conv = (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f)))
@@ -384,35 +253,4 @@ def make_instance(vocab_size: int, target, draft, **config) -> Instance:
             return Table(name, laws, default)
         return Table.constant(name, conv(spec, name))
 
-    if "temperature" in config and not isinstance(config["temperature"], Temperature):
-        config["temperature"] = Temperature.parse(config["temperature"], exact)
-    num = (lambda v, f: parse_exact(v, f)) if exact else (lambda v, f: float(parse_exact(v, f)))
-    if "epsilon" in config:
-        config["epsilon"] = num(config["epsilon"], "epsilon")
-    elif not exact:
-        config["epsilon"] = 0.0
-    proxy = config.get("proxy", "rheo")
-    if not isinstance(proxy, Proxy):
-        if isinstance(proxy, Mapping) and "constant" in proxy:
-            proxy = Proxy("constant", value=num(proxy["constant"], "proxy.constant"))
-        elif isinstance(proxy, Mapping) and "per_prefix" in proxy:
-            tab = {}
-            for k, v in proxy["per_prefix"].items():
-                key = None if k == "*" else parse_prefix(k, "proxy.per_prefix")
-                tab[key] = num(v, f"proxy.per_prefix[\"{k}\"]")
-            proxy = Proxy("per_prefix", table=tab)
-        elif callable(proxy):
-            proxy = Proxy("callable", fn=proxy)
-        elif proxy in ("rheo", "self"):
-            proxy = Proxy(proxy)
-        else:
-            raise CaseError("proxy", f"must be \"rheo\", \"self\", {{\"constant\": c}} or {{\"per_prefix\": {{...}}}}, got {proxy!r}")
-        config["proxy"] = proxy
-    filters = {}
-    for key, name in (("target_top_k", "top_k"), ("target_top_p", "top_p"), ("target_min_p", "min_p")):
-        v = config.pop(key, None)
-        if v is not None:
-            filters[name] = v if name == "top_k" else num(v, key)
-    if filters:
-        config["target_filters"] = TargetFilters(**filters)
-    return Instance(vocab_size, table("target", target), table("draft", draft), Config(**config))
+    return Instance(vocab_size, table("target", target), table("draft", draft), params)

@@ -154,26 +154,16 @@ def keep_min_p(vec: Sequence, min_p) -> Law:
     return normalize([x if x >= min_p * top else zero for x in vec])
 
 
-@dataclass(frozen=True)
-class TargetFilters:
-    """The serving-engine filters applied after temperature, in this order."""
-
-    top_k: int | None = None
-    top_p: object = None
-    min_p: object = None
-
-    def apply(self, law: Law) -> Law:
-        if self.top_k is not None:
-            law = keep_top_k(law, self.top_k)
-        if self.top_p is not None:
-            law = keep_top_p(law, self.top_p)
-        if self.min_p is not None:
-            law = keep_min_p(law, self.min_p)
-        return law
-
-    @property
-    def active(self) -> bool:
-        return self.top_k is not None or self.top_p is not None or self.min_p is not None
+def apply_filters(law: Law, filters) -> Law:
+    """The serving-engine filters (a ``rheo.reference.params.TargetFilters``) after
+    temperature, in their order: top_k, top_p, min_p (docs/spec.md §0)."""
+    if filters.top_k is not None:
+        law = keep_top_k(law, filters.top_k)
+    if filters.top_p is not None:
+        law = keep_top_p(law, filters.top_p)
+    if filters.min_p is not None:
+        law = keep_min_p(law, filters.min_p)
+    return law
 
 
 def positive_part_difference(w: Law, r: Law) -> list:

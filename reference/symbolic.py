@@ -22,7 +22,8 @@ from fractions import Fraction
 import sympy
 
 from .enumerate_classes import class_cycle_law
-from .instance import Config, Instance, Table
+from .instance import Instance, Table
+from .params import Params
 from .theorem3 import theorem3_alpha
 
 
@@ -141,7 +142,7 @@ def prove_theorem3(witness_p, witness_q, K: int, m: int, budget: int | None = No
     n = len(witness_p)
     ps, p = _symbolic_law("p", witness_p, log)
     qs, q = _symbolic_law("q", witness_q, log)
-    config = Config(policy="rheo", K=K, m=m, depth=1, budget=budget or K)
+    config = Params(policy="rheo", K=K, m=m, depth=1, budget=budget or K)
     inst = Instance(n, Table.constant("target", p), Table.constant("draft", q), config)
     enumerated = class_cycle_law(inst, count_draws=False).root_acceptance()
     closed = theorem3_alpha(inst)

@@ -82,7 +82,7 @@ class _Runner:
 def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, depth: int = 8, budget: int = 60,
                    m: int = 1, draft_top_k: int = 128, repeats: int = 5, naive_batch: int = 64, device: str = "cpu",
                    quiet: bool = False) -> dict:
-    cfg = FastConfig(K=K, depth=depth, budget=budget, m=m, draft_top_k=draft_top_k).validate()
+    cfg = FastConfig(K=K, depth=depth, budget=budget, m=m, draft_top_k=draft_top_k)
     topk_cfg = dataclasses.replace(cfg, policy="topk")
     out = {"device": str(device), "vocab": vocab, "K": K, "depth": depth, "budget": budget, "m": m,
            "draft_top_k": draft_top_k, "repeats": repeats, "torch_threads": torch.get_num_threads(),
@@ -167,7 +167,7 @@ def float32_deviation(*, vocab: int = 2000, batch: int = 256, cycles: int = 4, s
     """The float32 path against the float64 one on random instances, same uniforms: the
     share of requests whose tree / output agree, and the largest |difference| of a path
     score or a sample's residual probability where the trees agree."""
-    cfg = FastConfig(K=6, depth=5, budget=24, m=1).validate()
+    cfg = FastConfig(K=6, depth=5, budget=24, m=1)
     agree_tree = agree_out = total = 0
     max_score = max_prob = 0.0
     for c in range(cycles):

@@ -17,12 +17,9 @@ from pathlib import Path
 
 import jsonschema
 
-from rheo.reference.instance import Instance, check_law, make_instance, parse_prefix
+from rheo.reference.instance import Instance, check_law, make_instance
 from rheo.reference.numbers import CaseError, parse_exact
-
-CONFIG_KEYS = ("policy", "K", "m", "depth", "budget", "beam", "proxy", "epsilon", "tie_break",
-               "temperature", "draft_top_k", "verify", "draft_law", "arithmetic",
-               "target_top_k", "target_top_p", "target_min_p")
+from rheo.reference.params import Params, parse_prefix
 
 
 @lru_cache(maxsize=1)
@@ -85,7 +82,7 @@ def _checked_tables(case: dict) -> dict:
     Returns the target and draft tables with their entries parsed to exact rationals.
 
     The configuration's meaning (m < K, temperatures, proxy ranges, ...) is checked once,
-    by ``Config.validate``, when the Instance is built."""
+    by ``Params`` (rheo.reference.params), when it is built."""
     if not isinstance(case, dict):
         raise CaseError("(case)", "a case file holds one JSON object")
     validator = jsonschema.Draft202012Validator(schema())
@@ -112,10 +109,8 @@ def _checked_tables(case: dict) -> dict:
 def load_case(case: dict) -> Instance:
     """A case dict -> Instance; raises CaseError naming the first bad field."""
     tables = _checked_tables(case)
-    config = {k: case[k] for k in CONFIG_KEYS if k in case and case[k] is not None}
-    if case.get("policy") == "topk":
-        config.pop("m", None)
-    return make_instance(case["vocab_size"], tables["target"], tables["draft"], **config)
+    params = Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case})
+    return make_instance(case["vocab_size"], tables["target"], tables["draft"], params)
 
 
 def validate_case(case: dict) -> None:

@@ -122,7 +122,7 @@ def cmd_generate(args, emit) -> int:
         cfg = None
         if args.policy != "ar":
             cfg = FastConfig(K=args.K, depth=args.depth, budget=args.budget, policy=args.policy,
-                             m=args.m if args.policy == "rheo" else 0, draft_top_k=args.draft_top_k).validate()
+                             m=args.m if args.policy == "rheo" else 0, draft_top_k=args.draft_top_k)
         target, tok, head = _load(False if args.policy == "ar" else args.head)
     except MissingModel as e:
         return _fail(str(e))

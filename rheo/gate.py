@@ -223,10 +223,10 @@ def fast_decisions_check() -> Check:
         detail = [c.detail for c in check_example(found) if c.status == "differs"][0]
         return Outcome("fail", f"fastpath differs from the reference: {detail}",
                        {"check": "fastpath decision equality", "difference": detail, "vocab_size": V,
-                        "config": dataclasses.asdict(cfg), "example": {k: found[k] for k in ("seed", "noise", "zeros", "temps")},
-                        "replay": "from rheo.fastpath import FastConfig, TargetFilters; c = FILE['config']; "
-                                  "rheo.differential.check_example({'case': (FILE['vocab_size'], FastConfig(**{**c, "
-                                  "'filters': TargetFilters(**c['filters'])})), **FILE['example']})"}, seen)
+                        "config": cfg.to_case(), "example": {k: found[k] for k in ("seed", "noise", "zeros", "temps")},
+                        "replay": "from rheo.reference import Params; rheo.checks.differential.check_example("
+                                  "{'case': (FILE['vocab_size'], Params.from_case(FILE['config'])), **FILE['example']})"},
+                       seen)
     return Check("fastpath: decision equality", "fastpath", run, needs_torch=True)
 
 

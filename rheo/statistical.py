@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from rheo.reference.params import Proxy
 from rheo.fastpath import FastConfig, ReferenceTableModel, Uniforms, run_cycle, target_law
 from rheo.reference import cycle_law
 from rheo.stats import GofResult, gof
@@ -26,7 +27,7 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
     ``continue_to`` = L continues every output by sampling the target (p_T with the
     filters, by the fastpath's own ``target_law``) to length L: Theorem 1 says the counts
     then follow p_T(Seq) on V^L (SPEC 5)."""
-    cfg = cfg or FastConfig.from_reference(inst.config)
+    cfg = cfg or inst.config.in_arithmetic("float64")
     g = torch.Generator(device=device).manual_seed(seed)
     counts: Counter = Counter()
     done = 0
@@ -62,7 +63,7 @@ def _continue(model, cfg, T, toks, lens, L, g):
             continue
         prefix = torch.full((need.numel(), L), -1, dtype=torch.int64, device=toks.device)
         prefix[:, :pos] = out[need, :pos]
-        p = target_law(model.prefix_logits(prefix, requests=need), T[need], cfg.filters)
+        p = target_law(model.prefix_logits(prefix, requests=need), T[need], cfg.target_filters)
         out[need, pos] = torch.multinomial(p, 1, generator=g).squeeze(1)
     return out, torch.full_like(lens, L)
 
@@ -125,11 +126,11 @@ def planted(kind: str):
     import dataclasses
     _, cfg, _ = PLANTED_BASE
     if kind == "constant_proxy_below_bound":
-        return dataclasses.replace(cfg, proxy=0.02), None
+        return cfg.replace(proxy=Proxy("constant", value=0.02)), None
     if kind == "sample_last":
-        return dataclasses.replace(cfg, verify="sample_last"), None
+        return cfg.replace(verify="sample_last"), None
     if kind == "untempered_draft_law":
-        return dataclasses.replace(cfg, draft_law="untempered"), None
+        return cfg.replace(draft_law="untempered"), None
     if kind == "uniform_reused":
         return cfg, reuse_sample_uniform
     raise KeyError(kind)
@@ -173,6 +174,6 @@ def _count_rows(counts: Counter, rows: torch.Tensor) -> None:
 def table_law(model, prefix: tuple, cfg: FastConfig, temperature: float) -> dict:
     """p_T(. | prefix) of request 0 of a table model, as {token: prob} (float64)."""
     logits = model.logits_at(0, prefix, "target").to(torch.float64).unsqueeze(0)
-    p = target_law(logits, torch.tensor([float(temperature)], dtype=torch.float64), cfg.filters)[0]
+    p = target_law(logits, torch.tensor([float(temperature)], dtype=torch.float64), cfg.target_filters)[0]
     nz = (p > 0).nonzero().squeeze(1)
     return dict(zip(nz.tolist(), p[nz].tolist()))

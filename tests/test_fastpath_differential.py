@@ -47,7 +47,7 @@ def test_near_threshold_requests_are_rare():
     for k in range(100):
         K = int(rng.integers(1, 5))
         cfg = FastConfig(K=K, depth=int(rng.integers(1, 4)), budget=int(rng.integers(1, 3 * K + 1)),
-                         m=int(rng.integers(0, K)), draft_top_k=None).validate()
+                         m=int(rng.integers(0, K)), draft_top_k=None)
         model = HashTableModel(int(rng.integers(2, 7)), 3, seed=k, rows=4096, dtype=torch.float64)
         statuses += [c.status for c in run_batch(model, cfg, [0.5, 1.0, 0.0], k)]
     print(f"near-threshold census: {statuses.count('equal')} equal, {statuses.count('near')} set aside "
@@ -71,6 +71,6 @@ def test_draft_top_k_boundary_keeps_the_lower_ids():
     model, cfgs, _, _ = designed_ties()["draft_top_k boundary ties"]
     for cfg in cfgs:
         T = torch.tensor([1.0, 1.0], dtype=torch.float64)
-        tree = build_tree(model.draft_logits, cfg.validate(), T,
+        tree = build_tree(model.draft_logits, cfg, T,
                           Uniforms.random(2, 3, 3, 2, torch.Generator().manual_seed(0)))
         assert set(tree.tokens[0, tree.depth[0] == 1].tolist()) == {0, 1, 2}

@@ -4,7 +4,8 @@ from fractions import Fraction as F
 
 import pytest
 
-from rheo.reference.numbers import (CaseError, TargetFilters, Temperature, keep_min_p, keep_top_k, keep_top_p,
+from rheo.reference.params import TargetFilters
+from rheo.reference.numbers import (CaseError, Temperature, apply_filters, keep_min_p, keep_top_k, keep_top_p,
                                     parse_exact, rank_order, temper)
 
 
@@ -54,4 +55,4 @@ def test_top_p_keeps_shortest_prefix_reaching_p_and_min_p_drops_small():
     assert keep_top_p(p, F(4, 5)) == (0, F(5, 8), F(3, 8), 0)
     assert keep_top_p(p, F(9, 10)) == (F(1, 9), F(5, 9), F(3, 9), 0)  # tie 1/10: lower id first
     assert keep_min_p(p, F(1, 4)) == (0, F(5, 8), F(3, 8), 0)
-    assert TargetFilters(top_k=3, top_p=F(4, 5)).apply(p) == (0, F(5, 8), F(3, 8), 0)
+    assert apply_filters(p, TargetFilters(top_k=3, top_p=F(4, 5))) == (0, F(5, 8), F(3, 8), 0)

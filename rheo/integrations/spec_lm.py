@@ -167,7 +167,6 @@ def speculative_generate(target, head, prompt: list[int], cfg: FastConfig, tempe
     """Generate up to ``max_new_tokens`` after ``prompt`` by draft-verify cycles. Stops at
     the first end-of-sequence token (``eos``), also inside an accepted draft path (the
     tokens after it are dropped). ``on_tokens(new_tokens)`` is called after each cycle."""
-    cfg.validate()
     eos = eos or set()
     t0 = time.perf_counter()
     model = SpecLM(target, head, prompt)
