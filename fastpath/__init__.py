@@ -13,17 +13,17 @@ Entry points: ``run_cycle(model, FastConfig(...), temperature)`` or the two halv
 ``build_tree`` (-> ``DraftTree``, the tensors serving engines use) and ``verify``
 (-> ``VerifyResult``); models implement ``SpecModel``.
 """
-from .config import FastConfig
+from .config import PAPER_TREE, FastConfig, Params
 from .cycle import run_cycle
 from .laws import TargetFilters, inverse_cdf, ranked_topk, target_law, tempered
-from .models import HashTableModel, PrefixTableModel, ReferenceTableModel, SpecModel, law_logits
+from .models import SpecModel
 from .tree import FILL, LEAD, PAD, SAMPLE, DraftQuery, DraftTree, build_tree, expand
 from .uniforms import Uniforms
 from .verify import VerifyResult, verify
 
 __all__ = [
-    "FILL", "LEAD", "PAD", "SAMPLE", "DraftQuery", "DraftTree", "FastConfig", "HashTableModel",
-    "PrefixTableModel", "ReferenceTableModel", "SpecModel", "TargetFilters", "Uniforms", "VerifyResult", "build_tree", "expand",
-    "inverse_cdf", "law_logits", "ranked_topk", "run_cycle", "target_law", "tempered",
+    "FILL", "LEAD", "PAD", "SAMPLE", "DraftQuery", "DraftTree", "FastConfig", "PAPER_TREE", "Params",
+    "SpecModel", "TargetFilters", "Uniforms", "VerifyResult", "build_tree", "expand",
+    "inverse_cdf", "ranked_topk", "run_cycle", "target_law", "tempered",
     "verify",
 ]

@@ -1,7 +1,8 @@
 """One draft-verify cycle for a batch: build T_R, run the target once over it, verify.
 
 >>> import torch
->>> from rheo.fastpath import FastConfig, HashTableModel, run_cycle
+>>> from rheo.fastpath import FastConfig, run_cycle
+>>> from rheo.testing import HashTableModel
 >>> model = HashTableModel(1000, batch=4, seed=1)
 >>> cfg = FastConfig(K=4, depth=3, budget=8, m=1)
 >>> tree, result = run_cycle(model, cfg, torch.tensor([1.0, 0.7, 0.0, 1.3]),

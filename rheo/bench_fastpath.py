@@ -25,9 +25,10 @@ import time
 
 import torch
 
-from rheo.fastpath import FastConfig, HashTableModel, Uniforms, build_tree, verify
+from rheo.fastpath import FastConfig, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
 from rheo.fastpath.verify_naive import verify_naive
+from rheo.testing import HashTableModel
 
 MIN_SECONDS = 1.0  # each cycle variant runs at least this long in total (up to 50 runs)
 SCALE, DRAFT_NOISE = 6.0, 0.3  # target logits 6 x N(0, 1), draft = target + 0.3 x N(0, 1)

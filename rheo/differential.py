@@ -185,7 +185,7 @@ def check_example(example: dict, device="cpu"):
     import numpy as np
     import torch
 
-    from rheo.fastpath import HashTableModel
+    from rheo.testing import HashTableModel
     V, cfg = example["case"]
     temps = example["temps"]
     model = HashTableModel(V, len(temps), seed=example["seed"] % 10_000, rows=4096, draft_noise=example["noise"],
@@ -205,7 +205,8 @@ def designed_ties() -> dict:
       parent's score and must come after it, every budget 1..8;
     - target ties: T = 0 takes the lowest id among the argmax; target_top_k keeps the lower ids.
     """
-    from rheo.fastpath import FastConfig, PrefixTableModel, TargetFilters
+    from rheo.fastpath import FastConfig, TargetFilters
+    from rheo.testing import PrefixTableModel
 
     flat5 = PrefixTableModel(5, 4, lambda i, pre: [float(t % 3) for t in range(5)], lambda i, pre: [0.0] * 5)
     out = {}

@@ -14,7 +14,8 @@ from typing import Callable
 import torch
 
 from rheo.reference.params import Proxy
-from rheo.fastpath import FastConfig, ReferenceTableModel, Uniforms, run_cycle, target_law
+from rheo.fastpath import FastConfig, Uniforms, run_cycle, target_law
+from rheo.testing import ReferenceTableModel
 from rheo.reference import cycle_law
 from rheo.stats import GofResult, gof
 
@@ -98,7 +99,7 @@ def reuse_sample_uniform(u: Uniforms) -> None:
 def random_instance(V: int, cfg: FastConfig, T: float, seed: int, noise: float = 1.0, scale: float = 0.8):
     """A reference instance whose laws come from random logits (scale x N(0, 1); the draft
     adds noise x N(0, 1))."""
-    from rheo.fastpath import HashTableModel
+    from rheo.testing import HashTableModel
     model = HashTableModel(V, 1, seed=seed, rows=4096, scale=scale, draft_noise=noise, dtype=torch.float64)
     return model.reference_instance(0, cfg, T)
 

@@ -18,7 +18,10 @@ from rheo.differential import (  # noqa: E402
     check_designed_ties, check_example, compare_batch, designed_ties, fast_examples,
 )
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, HashTableModel, Uniforms, build_tree,
+    FastConfig, Uniforms, build_tree,
+)
+from rheo.testing import (  # noqa: E402
+    HashTableModel,
 )
 
 from .devices import DEVICES  # noqa: E402

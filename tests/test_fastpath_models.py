@@ -13,10 +13,10 @@ torch = pytest.importorskip("torch")
 
 from rheo.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, HashTableModel, TargetFilters, Uniforms, build_tree, run_cycle, verify,
+    FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, verify,
 )
 from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
-from rheo.fastpath.tiny_model import TinyTreeLM  # noqa: E402
+from rheo.testing import HashTableModel, TinyTreeLM  # noqa: E402
 from rheo.fastpath.verify_naive import verify_naive  # noqa: E402
 from rheo.reference import CaseError  # noqa: E402
 

@@ -170,7 +170,7 @@ LARGE_CFG = FastConfig(K=4, depth=6, budget=16, m=1, beam=1, draft_top_k=128)
 
 
 def _large_vocab(cycles, seed):
-    from rheo.fastpath import HashTableModel
+    from rheo.testing import HashTableModel
     from rheo.statistical import sample_first_two, table_law
     model = HashTableModel(32000, 500, seed=3, rows=64, scale=8.0, draft_noise=1.0, shared_context=True,
                            lazy_target=True)

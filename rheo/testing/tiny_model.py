@@ -24,9 +24,8 @@ import math
 
 import torch
 
-from .models import _TableBase
-from .tree import DraftQuery, DraftTree
-from .verify import VerifyResult
+from rheo.fastpath import DraftQuery, DraftTree, VerifyResult
+from rheo.testing.tables import _TableBase
 
 
 class TinyTreeLM(_TableBase):

@@ -1,0 +1,15 @@
+"""Helpers for tests, public for users' own tests (in the manner of ``funsor.testing``).
+
+- ``rheo.testing.tables``: table models (``HashTableModel``, ``PrefixTableModel``,
+  ``ReferenceTableModel``) that drive the fastpath with laws the reference can be handed too;
+- ``rheo.testing.tiny_model``: ``TinyTreeLM``, a stateful table model with a KV-cache-like
+  context, the table-free twin of ``rheo.integrations.spec_lm.SpecLM``;
+- ``rheo.testing.planted``: deliberately wrong fastpath variants that calibrate the
+  statistical checks (they must fire on them).
+
+Everything here needs torch (``pip install "rheosampling[torch]"``).
+"""
+from .tables import HashTableModel, PrefixTableModel, ReferenceTableModel, law_logits
+from .tiny_model import TinyTreeLM
+
+__all__ = ["HashTableModel", "PrefixTableModel", "ReferenceTableModel", "TinyTreeLM", "law_logits"]
