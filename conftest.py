@@ -1,9 +1,9 @@
-"""Shared pytest set-up: Hypothesis profiles (see rheo/hypothesis_profiles.py), and one
+"""Shared pytest set-up: Hypothesis profiles (see rheo/checks/profiles.py), and one
 torch thread per xdist worker (the workers already fill the cores; more threads per worker
 only fight over them)."""
 import os
 
-from rheo.hypothesis_profiles import register
+from rheo.checks.profiles import register
 
 register()
 

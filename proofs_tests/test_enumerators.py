@@ -4,7 +4,7 @@ from hypothesis import given, settings
 
 from rheo.casefile import load_case
 from rheo.reference import class_cycle_law, naive_cycle_law
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 from .helpers import describe
 

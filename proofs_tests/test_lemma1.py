@@ -4,9 +4,9 @@ from fractions import Fraction as F
 
 from hypothesis import given
 
-from rheo.corpus import CONTROLS_BY_NAME, find_counterexample
+from rheo.checks.corpus import CONTROLS_BY_NAME, find_counterexample
 from rheo.reference import certify, make_instance
-from rheo.strategies import per_node_proxy_cases
+from rheo.checks.strategies import per_node_proxy_cases
 
 from .helpers import cap, describe, report
 

@@ -4,7 +4,7 @@ from hypothesis import Phase, find, given, settings
 
 from rheo.casefile import load_case, validate_case
 from rheo.reference.instance import prefix_key
-from rheo.strategies import cases, draft_prefixes, joint_draw_bound, per_node_proxy_cases
+from rheo.checks.strategies import cases, draft_prefixes, joint_draw_bound, per_node_proxy_cases
 
 from .helpers import cap
 

@@ -5,7 +5,7 @@ from hypothesis import given
 
 from rheo.casefile import load_case
 from rheo.reference import build_tree, enumerate_choices, make_instance
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 from .helpers import cap, describe
 

@@ -10,7 +10,7 @@ from rheo.reference import class_cycle_law
 from rheo.reference.symbolic import prove_theorem3
 from rheo.reference.theorem3 import (child_set_law, per_node_optimum_exact, per_node_optimum_lp,
                                      theorem3_alpha)
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 from .helpers import cap, describe
 

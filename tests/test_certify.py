@@ -3,9 +3,9 @@ with exact arithmetic."""
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.corpus import CONTROLS_BY_NAME
+from rheo.checks.corpus import CONTROLS_BY_NAME
 from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 
 def brute_force(inst, law):

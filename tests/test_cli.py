@@ -113,15 +113,17 @@ def test_help_teaches_the_format():
     assert rheo("exact", "--list-examples", "--json").returncode == 0
 
 
-def test_bench_exact_runs_side_by_side(capsys):
-    from rheo.bench_exact import run_bench_exact
+def test_bench_exact_runs_side_by_side():
+    from rheo.bench.exact import run_bench_exact
+    from rheo.cli.bench import render_exact
     small = dict(n=3, policy="rheo", K=2, m=1, depth=2, budget=3, beam=2)
-    code = run_bench_exact(limit=0.2, as_json=True, progress=lambda m: None, case=small)
-    out = json.loads(capsys.readouterr().out)
+    out = run_bench_exact(limit=0.2, progress=lambda m: None, case=small)
+    json.dumps(out)  # the --json form
     c = out["comparison"]
     assert c["same_answer"] and c["joint_draws"] >= 1 and c["naive_seconds"] > 0
     assert out["largest_vocab"]["largest_n"] >= 4 and out["largest_depth"]["largest_depth"] >= 1
-    assert code == (0 if c["speedup"] >= 20 else 1)
+    assert out["pass"] == (c["speedup"] >= 20)
+    assert "largest vocab certified" in render_exact(out)
 
 
 def test_bench_fastpath_quick_json():

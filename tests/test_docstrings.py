@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 MODULES = ["rheo.reference", "rheo.reference.numbers", "rheo.reference.instance", "rheo.reference.generate",
-           "rheo.stats"]
+           "rheo.checks.goodness_of_fit"]
 TORCH_MODULES = ["rheo.fastpath.laws", "rheo.fastpath.cycle"]
 
 

@@ -3,7 +3,7 @@ uniforms (SPEC 7), on Hypothesis-generated small instances (every policy, m, bud
 temperature, filter, sparse on/off, and the wrong-on-purpose variants), and on designed
 exact ties.
 
-See ``rheo.differential`` for what "equal" means and why requests with a decision within
+See ``rheo.checks.differential`` for what "equal" means and why requests with a decision within
 1e-9 of its threshold are set aside (they are counted, and must stay rare).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import event, given, note
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import (  # noqa: E402
+from rheo.checks.differential import (  # noqa: E402
     check_designed_ties, check_example, compare_batch, designed_ties, fast_examples,
 )
 from rheo.fastpath import (  # noqa: E402
@@ -64,7 +64,7 @@ def test_near_threshold_requests_are_rare():
 @pytest.mark.parametrize("name", sorted(designed_ties()))
 def test_designed_exact_ties_follow_the_spec(name):
     """Score ties under both tie-breaks, draft_top_k boundary ties, depth ties, and target
-    ties (``rheo.differential.designed_ties``): every request equals the reference."""
+    ties (``rheo.checks.differential.designed_ties``): every request equals the reference."""
     n, bad = check_designed_ties(designed_ties()[name])
     assert n > 0 and not bad, bad[:3]
 

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.differential import compare_batch  # noqa: E402
+from rheo.checks.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
     FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, verify,
 )
@@ -148,7 +148,7 @@ def test_dense_baseline_builds_the_same_tree_at_temperature_zero():
 def test_float32_path_stays_close_to_float64():
     """Reported in the issue note: float32 against float64 on random instances (V = 2000,
     1024 requests, same uniforms)."""
-    from rheo.bench_fastpath import float32_deviation
+    from rheo.testing.precision import float32_deviation
     dev = float32_deviation()
     print(dev)
     assert dev["tree_agreement"] >= 0.98 and dev["output_agreement"] >= 0.98

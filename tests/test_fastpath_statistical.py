@@ -12,11 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rheo.fastpath import FastConfig  # noqa: E402
-from rheo.statistical import (  # noqa: E402
-    PLANTED_BASE, PLANTED_BUGS, cycle_law_test, exact_cycle_law, planted, quiet_cases, random_instance,
-    reuse_sample_uniform, sample_cycles,
+from rheo.checks.sampling import (  # noqa: E402
+    cycle_law_test, exact_cycle_law, quiet_cases, random_instance, sample_cycles,
 )
-from rheo.stats import detectable_tv, gof  # noqa: E402
+from rheo.testing.planted import PLANTED_BASE, PLANTED_BUGS, planted, reuse_sample_uniform  # noqa: E402
+from rheo.checks.goodness_of_fit import detectable_tv, gof  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 from .stat_family import CASE_ALPHA, CI_CYCLES, LARGE_CYCLES  # noqa: E402
@@ -125,7 +125,7 @@ def _case(name, **override):
 
 
 def _continued_test(inst, **kw):
-    from rheo.statistical import continued_law
+    from rheo.checks.sampling import continued_law
     L = inst.config.depth + 1
     counts = sample_cycles(inst, CI_CYCLES, seed=3, continue_to=L, **kw)
     return gof(counts, continued_law(inst, L), CASE_ALPHA)
@@ -171,7 +171,7 @@ LARGE_CFG = FastConfig(K=4, depth=6, budget=16, m=1, beam=1, draft_top_k=128)
 
 def _large_vocab(cycles, seed):
     from rheo.testing import HashTableModel
-    from rheo.statistical import sample_first_two, table_law
+    from rheo.checks.sampling import sample_first_two, table_law
     model = HashTableModel(32000, 500, seed=3, rows=64, scale=8.0, draft_noise=1.0, shared_context=True,
                            lazy_target=True)
     first, pairs = sample_first_two(model, LARGE_CFG, 1.0, cycles, seed=seed, batch=500)

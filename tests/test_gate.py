@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rheo import gate
-from rheo.corpus import Control
+from rheo.checks.corpus import Control
 from rheo.reference.generate import hashed_case
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = gate.Profile("tiny", "quick", 30, False, 20, 20_000, 40, 2000)
@@ -33,7 +33,7 @@ def test_quick_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
     names = [c["name"] for c in out["checks"]]
     assert out["passed"] and out["summary"]["fail"] == 0
     assert all(c["verdict"] == "pass" for c in out["checks"]), [c for c in out["checks"] if c["verdict"] != "pass"]
-    from rheo.corpus import CONTROLS
+    from rheo.checks.corpus import CONTROLS
     for control in CONTROLS:
         check = next(c for c in out["checks"] if c["name"] == f"control: {control.name}")
         saved = json.loads(Path(check["counterexample"]).read_text())
@@ -52,7 +52,7 @@ def test_quick_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
 def test_a_control_that_is_not_caught_fails_the_gate(tmp_path):
     """A "control" whose variant is the correct algorithm cannot be caught: the gate must
     say so and fail (a gate that cannot fire proves nothing)."""
-    import rheo.corpus as corpus
+    import rheo.checks.corpus as corpus
     harmless = Control("sample_last", "the correct verifier (cannot be caught)", cases(policies=("rheo",), max_depth=1))
     [res] = gate.run_checks([gate.control_check(harmless)], TINY, tmp_path)
     assert res.verdict == "fail" and "NOT CAUGHT" in res.detail
@@ -64,7 +64,7 @@ def test_a_stale_corpus_file_fails_the_gate(tmp_path, monkeypatch):
     saved["verify"] = "rheo"  # the saved case no longer exercises the bug
     (tmp_path / "control-sample_last.json").write_text(json.dumps(saved))
     monkeypatch.setattr(gate, "corpus_dir", lambda: tmp_path)
-    from rheo.corpus import CONTROLS_BY_NAME
+    from rheo.checks.corpus import CONTROLS_BY_NAME
     [res] = gate.run_checks([gate.control_check(CONTROLS_BY_NAME["sample_last"])], TINY, tmp_path / "out")
     assert res.verdict == "fail" and "no longer caught" in res.detail
 
@@ -150,8 +150,8 @@ def test_deep_profile_is_larger_than_quick():
 def test_a_fastpath_difference_is_saved_replayable(tmp_path, monkeypatch):
     """A (planted) difference fails the check; the saved file rebuilds the same example."""
     pytest.importorskip("torch")
-    import rheo.differential as differential
-    from rheo.differential import RequestCheck
+    import rheo.checks.differential as differential
+    from rheo.checks.decisions import RequestCheck
     real = differential.check_example
     monkeypatch.setattr(differential, "check_example", lambda example, device="cpu": [RequestCheck("differs", "planted")])
     [res] = gate.run_checks([gate.fast_decisions_check()], TINY, tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rheo.harness import (
+from rheo.checks.harness import (
     Implementation, check_cycle_law, check_decisions, compare_decisions, float_instance, load_implementation,
 )
 from rheo.reference import Uniforms
@@ -70,7 +70,7 @@ def test_fragile_ties_are_set_aside_not_blamed():
     implementation's softmax rounds 1/4 and 1/2 on its own, so a tree whose budget cuts
     between them is set aside. A tie between 1/2 * 1/4 and 1/4 * 1/2 (the same two factors
     from one vector, in either order) is exact for any float implementation: compared."""
-    from rheo.harness import fragile_tree
+    from rheo.checks.harness import fragile_tree
     from rheo.reference import UniformChooser
     from rheo.reference.tree import build_tree
     case = {"vocab_size": 3, "target": {"*": ["1/3", "1/3", "1/3"]}, "draft": {"*": ["1/2", "1/4", "1/4"]},
@@ -192,8 +192,8 @@ def test_more_realistic_bugs_are_caught(bug):
 
 def test_counterexample_files_are_named_by_implementation(tmp_path):
     """The README walkthrough: both buggy examples into one folder, then replay the first."""
-    from rheo.gate import Profile, impl_checks, run_checks
-    from rheo.harness import replay
+    from rheo.checks.gate import Profile, impl_checks, run_checks
+    from rheo.checks.harness import replay
     profile = Profile("t", "quick", 0, False, 0, 0, 300, 2000)
     files = {}
     for bug in ("TokenTieBreak", "ReusedUniform"):

@@ -28,7 +28,7 @@ except hf.MissingModel as e:  # pragma: no cover - depends on the environment
 
 from rheo.fastpath import FastConfig, run_cycle  # noqa: E402
 from rheo.integrations.eagle import load_head  # noqa: E402
-from rheo.integrations.lossless import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
+from rheo.checks.real_model import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
 from rheo.integrations.spec_lm import SpecLM, autoregressive_generate, speculative_generate  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome."

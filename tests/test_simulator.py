@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rheo.casefile import load_case
 from rheo.reference import (Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance,
                             simulate_cycle, walk)
-from rheo.strategies import cases
+from rheo.checks.strategies import cases
 
 
 def abc(**kw):

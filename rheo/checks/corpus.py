@@ -1,22 +1,25 @@
 """Negative controls: the wrong-on-purpose variants, Hypothesis searches that find and
 shrink their counterexamples, and the saved corpus under ``cases/`` (SPEC sections 2-4).
 
-``rheo.corpus.refresh(folder)`` rewrites the corpus from fresh searches; the tests replay
+``rheo.checks.corpus.refresh(folder)`` rewrites the corpus from fresh searches; the tests replay
 every saved file and check its expected deviation exactly, and check that each control
 is still found by a fresh search.
 """
 from __future__ import annotations
 
+import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
-from rheo.casefile import compact_tables, dump_case, load_case, to_json_number
+from rheo.casefile import builtin_examples, compact_tables, dump_case, load_case, to_json_number
+from rheo.checks.strategies import cases, per_node_proxy_cases
 from rheo.reference import certify
-from rheo.reference.instance import parse_prefix, prefix_key
-from rheo.strategies import cases, per_node_proxy_cases
+from rheo.reference.params import parse_prefix, prefix_key
 
 
 def lossy(case: dict) -> bool:
@@ -66,9 +69,6 @@ def shrunk_search(strategy: st.SearchStrategy, condition, max_examples: int, see
     """(the shrunk example satisfying ``condition``, or None; the seed). At most
     ``max_examples`` generated; ``seed`` None = a fresh random search (the seed it drew is
     returned, so the run can be repeated), an int = the same search every run."""
-    import random
-
-    from hypothesis.errors import NoSuchExample
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
     s = settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
@@ -134,8 +134,6 @@ def corpus_entry(control: Control, case: dict) -> dict:
 
 def paper_example_entry() -> dict:
     """The paper's {A,B,C} example with the ad-hoc constant proxy 1/4 (SPEC section 6)."""
-    from rheo.casefile import builtin_examples
-
     case = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
     entry = corpus_entry(CONTROLS_BY_NAME["constant_proxy"], case)
     entry["name"] = "paper-abc-constant-proxy"
@@ -162,6 +160,4 @@ def refresh(folder: str | Path = "cases") -> list[Path]:
 
 
 if __name__ == "__main__":
-    import sys
-
     refresh(sys.argv[1] if len(sys.argv) > 1 else "cases")

@@ -6,10 +6,10 @@ expansion draws from all non-lead tokens).
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
+from collections.abc import Callable
 
 from rheo.reference import Deadline, Timeout, certify
 from rheo.reference.generate import hashed_instance
@@ -92,31 +92,17 @@ def largest_depth(limit: float, progress) -> dict:
             "largest_depth": best, "seconds": round(best_t, 2), "first_over_limit": depth}
 
 
-def run_bench_exact(limit: float = 60.0, skip_search: bool = False, as_json: bool = False, progress=print,
-                    case: dict = COMPARE) -> int:
-    out = {"benchmark": "exact", "limit_seconds": limit,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.machine()}}
+def run_bench_exact(limit: float = 60.0, skip_search: bool = False, progress: Callable[[str], None] = print,
+                    case: dict = COMPARE) -> dict:
+    """The benchmark as a dict (the CLI renders it): the side-by-side comparison and, unless
+    ``skip_search``, the largest vocabulary and depth certified within ``limit`` seconds."""
+    out: dict = {"benchmark": "exact", "limit_seconds": limit,
+                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                             "processor": platform.machine()}}
     out["comparison"] = compare(progress, case)
     if not skip_search:
         out["largest_vocab"] = largest_vocab(limit, progress)
         out["largest_depth"] = largest_depth(limit, progress)
     c = out["comparison"]
-    ok = c["same_answer"] and c["speedup"] >= c["target_speedup"] and c["lossless"]
-    out["pass"] = ok
-    if as_json:
-        print(json.dumps(out))
-    else:
-        print(f"rheo bench exact  (limit {limit:g} s per certification, {out['machine']['cpus']} cpus)")
-        print(f"  {'check':<44} {'result':>30}")
-        label = "naive enumerator, n={n} K={K} m={m} D={depth} R={budget} B={beam}".format(**c["case"])
-        print(f"  {label:<44} {c['naive_seconds']:>28.2f} s")
-        print(f"  {'class enumerator, same case':<44} {c['classes_seconds']:>28.2f} s")
-        print(f"  {'speedup (target >= 20x)':<44} {c['speedup']:>29.1f}x")
-        print(f"  {'same exact answer':<44} {str(c['same_answer']):>30}")
-        print(f"  {'joint draws / classes':<44} {str(c['joint_draws']) + ' / ' + str(c['classes']):>30}")
-        if not skip_search:
-            v, d = out["largest_vocab"], out["largest_depth"]
-            print(f"  {'largest vocab certified (K=3 m=1 D=3 R=6)':<44} {'n = %d in %.1f s' % (v['largest_n'], v['seconds']):>30}")
-            print(f"  {'largest depth certified (n=4 K=3 m=1 R=2D)':<44} {'D = %d in %.1f s' % (d['largest_depth'], d['seconds']):>30}")
-        print(f"  {'verdict':<44} {'PASS' if ok else 'FAIL':>30}")
-    return 0 if ok else 1
+    out["pass"] = c["same_answer"] and c["speedup"] >= c["target_speedup"] and c["lossless"]
+    return out

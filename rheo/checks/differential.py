@@ -1,95 +1,24 @@
-"""Decision-by-decision comparison of the fastpath with the reference simulator (SPEC 7).
+"""Decision-by-decision comparison of the fastpath with the reference simulator (docs/spec.md §7).
 
 Both engines get the same uniforms; the fastpath runs a whole batch at once, the reference
 ``simulate_cycle`` runs each request on a float64 ``Instance`` holding the same laws. They
 must build the same T_R (tokens, kinds, slot paths) and emit the same output along the same
-accepted path, *wherever no decision is within ``margin`` of its threshold*: float64
-rounding differs between the engines by a few ulps, so a uniform within 1e-9 of an
-acceptance value, a cumulative mass within 1e-9 of a draw's u, or two different path scores
-within 1e-9 could legitimately go either way. Those requests are reported as "near" and
-not compared; exact ties (equal scores, equal probabilities) are compared, because both
-engines compute them from identical operands.
+accepted path, wherever no decision is within ``MARGIN`` of its threshold
+(``rheo.checks.decisions``). Needs torch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import numpy as np
+import torch
+from hypothesis import strategies as st
 
-from rheo.reference import UniformChooser, Uniforms, simulate_cycle
-from rheo.reference.tree import build_tree
-from rheo.reference.verify import walk
-
-MARGIN = 1e-9
-
-
-class MarginChooser(UniformChooser):
-    """A ``UniformChooser`` that also records how close each decision came to flipping."""
-
-    def __init__(self, uniforms):
-        super().__init__(uniforms)
-        self.margin = float("inf")
-
-    def draw(self, name, items):
-        u = float(self.uniforms.lookup(name))
-        cum = 0.0
-        for _, mass in items:
-            if mass > 0:
-                cum += float(mass)
-                self.margin = min(self.margin, abs(cum - u))
-        return super().draw(name, items)
-
-    def coin(self, name, a):
-        a = float(a)
-        if 0 < a < 1:
-            self.margin = min(self.margin, abs(float(self.uniforms.lookup(name)) - a))
-        return super().coin(name, a)
-
-
-def _relative_gap(xs) -> float:
-    """The smallest relative gap between two different values of ``xs``."""
-    vals = sorted(set(float(x) for x in xs))
-    gap = float("inf")
-    for a, b in zip(vals, vals[1:]):
-        gap = min(gap, (b - a) / max(abs(b), 1e-300))
-    return gap
-
-
-def _near_ties(inst, tree, prefixes) -> float:
-    """Smallest relative gap among path scores, draft probabilities at expanded nodes, and
-    target-filter thresholds at ``prefixes``."""
-    gap = _relative_gap(n.score for n in tree.recorded)
-    for _, prefix, _ in tree.expansions:
-        gap = min(gap, _relative_gap(inst.node_laws(prefix).q))
-    f = inst.config.target_filters
-    if f.active:
-        from rheo.reference.numbers import temper
-        for prefix in prefixes:
-            p = temper(inst.target(prefix), inst.config.temperature)
-            gap = min(gap, _relative_gap(p))
-            if f.top_p is not None:
-                cum = 0.0
-                for x in sorted(p, reverse=True):
-                    cum += x
-                    gap = min(gap, abs(cum - float(f.top_p)))
-            if f.min_p is not None:
-                top = max(p)
-                gap = min(gap, min(abs(x - float(f.min_p) * top) for x in p))
-    return gap
-
-
-@dataclass
-class RequestCheck:
-    status: str  # "equal" | "differs" | "near"
-    detail: str = ""
-
-
-def reference_cycle(inst, uniforms: Uniforms):
-    """The reference cycle on explicit uniforms, with the smallest decision margin."""
-    chooser = MarginChooser(uniforms)
-    tree = build_tree(inst, chooser)
-    output, accepted = walk(inst, tree.labelled, chooser)
-    visited = [()] + [output[:i] for i in range(1, len(output))]
-    margin = min(chooser.margin, _near_ties(inst, tree, visited))
-    return tree, output, accepted, margin
+from rheo.checks.decisions import MARGIN, RequestCheck, reference_cycle
+from rheo.fastpath import FastConfig, TargetFilters
+from rheo.fastpath import Uniforms as FastUniforms
+from rheo.fastpath import build_tree as fast_build_tree
+from rheo.fastpath import verify
+from rheo.reference import Uniforms
+from rheo.testing import HashTableModel, PrefixTableModel
 
 
 def compare(fast_tree, fast_result, i: int, inst, uniforms: Uniforms, margin: float = MARGIN) -> RequestCheck:
@@ -116,12 +45,6 @@ def compare_batch(model, cfg, temperatures, rng, device="cpu"):
     fresh uniforms (drawn from the numpy Generator ``rng``). ``model`` implements the
     fastpath's model interface and ``reference_instance(i, cfg, T)``; it is not advanced
     (its reference tables read its current state). Returns (checks, tree, result)."""
-    import torch
-
-    from rheo.fastpath import Uniforms as FastUniforms
-    from rheo.fastpath import build_tree as fast_build_tree
-    from rheo.fastpath import verify
-
     ref_u = [Uniforms.random(rng, cfg.K, cfg.B, cfg.depth) for _ in temperatures]
     insts = [model.reference_instance(i, cfg, t) for i, t in enumerate(temperatures)]
     uniforms = FastUniforms.stack(ref_u, device=device)
@@ -138,10 +61,6 @@ TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
 def fast_configs(variants: bool = True):
     """A Hypothesis strategy of (V, FastConfig): every policy, m, depth 1-4, beam, budget,
     draft_top_k, target filters, and (``variants``) the wrong-on-purpose variants."""
-    from hypothesis import strategies as st
-
-    from rheo.fastpath import FastConfig, TargetFilters
-
     @st.composite
     def draw_config(draw):
         K = draw(st.integers(1, 4))
@@ -173,7 +92,6 @@ def fast_configs(variants: bool = True):
 def fast_examples(variants: bool = True):
     """(V, cfg) from ``fast_configs`` plus a table-model seed, draft noise, a share of
     zero-probability tokens and three per-request temperatures."""
-    from hypothesis import strategies as st
     return st.fixed_dictionaries({
         "case": fast_configs(variants), "seed": st.integers(0, 2**31 - 1),
         "noise": st.sampled_from((0.3, 1.0, 3.0)), "zeros": st.sampled_from((0.0, 0.0, 0.3)),
@@ -182,10 +100,6 @@ def fast_examples(variants: bool = True):
 
 def check_example(example: dict, device="cpu"):
     """The checks of one ``fast_examples`` example (float64 table model, same uniforms)."""
-    import numpy as np
-    import torch
-
-    from rheo.testing import HashTableModel
     V, cfg = example["case"]
     temps = example["temps"]
     model = HashTableModel(V, len(temps), seed=example["seed"] % 10_000, rows=4096, draft_noise=example["noise"],
@@ -205,9 +119,6 @@ def designed_ties() -> dict:
       parent's score and must come after it, every budget 1..8;
     - target ties: T = 0 takes the lowest id among the argmax; target_top_k keeps the lower ids.
     """
-    from rheo.fastpath import FastConfig, TargetFilters
-    from rheo.testing import PrefixTableModel
-
     flat5 = PrefixTableModel(5, 4, lambda i, pre: [float(t % 3) for t in range(5)], lambda i, pre: [0.0] * 5)
     out = {}
     for tie_break in ("slot", "token"):
@@ -234,8 +145,6 @@ def designed_ties() -> dict:
 def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
     """Run one ``designed_ties`` scenario: (requests compared, details of every request that
     was not "equal"; near-threshold counts as a failure here, since the ties are exact)."""
-    import numpy as np
-
     model, cfgs, temps, seeds = scenario
     bad, n = [], 0
     for cfg in cfgs:
@@ -247,4 +156,5 @@ def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
     return n, bad
 
 
-__all__ = ["MARGIN", "MarginChooser", "RequestCheck", "check_designed_ties", "check_example", "compare", "designed_ties", "compare_batch", "fast_configs", "fast_examples", "reference_cycle", "simulate_cycle"]
+__all__ = ["check_designed_ties", "check_example", "compare", "compare_batch", "designed_ties", "fast_configs",
+           "fast_examples"]

@@ -36,25 +36,33 @@ Checks (``check_decisions``, ``check_cycle_law``):
   tree (every node's token path, kind, slot path, and the sample's residual law within
   1e-9) and its verifier's output and accepted path (on the reference's tree) must equal
   the reference's. Decisions within 1e-9 of a threshold are set aside and counted
-  (``rheo.differential``). A difference is shrunk to a minimal counterexample.
+  (``rheo.checks.differential``). A difference is shrunk to a minimal counterexample.
 - cycle law: the implementation's empirical cycle law over many cycles against the exact
-  law (Pearson chi-square, stated alpha and detectable TV; ``rheo.stats``).
+  law (Pearson chi-square, stated alpha and detectable TV; ``rheo.checks.goodness_of_fit``).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hypothesis import strategies as st
 
-from rheo.differential import MARGIN, RequestCheck, reference_cycle
-from rheo.gate import Outcome
-from rheo.reference import UniformChooser, Uniforms, walk
-from rheo.reference.instance import Instance
+from rheo.casefile import load_case
+from rheo.checks.corpus import shrunk_search
+from rheo.checks.decisions import MARGIN, RequestCheck, reference_cycle
+from rheo.checks.goodness_of_fit import gof
+from rheo.checks.outcome import Outcome
+from rheo.checks.strategies import cases
+from rheo.reference import UniformChooser, Uniforms, cycle_law, walk
+from rheo.reference.generate import hashed_case
+from rheo.reference.instance import Instance, Table
 from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
 
@@ -130,12 +138,8 @@ def load_implementation(spec: str) -> Implementation:
 # ---- what the implementation is given ----
 
 def protocol_config(inst: Instance) -> dict:
-    c, f = inst.config, inst.config.target_filters
-    num = (lambda x: None if x is None else float(x))  # noqa: E731
-    return {"vocab_size": inst.n, "policy": c.policy, "K": c.K, "m": c.m if c.policy == "rheo" else 0,
-            "depth": c.depth, "budget": c.budget, "beam": c.B, "draft_top_k": c.draft_top_k,
-            "epsilon": float(c.epsilon), "target_top_k": f.top_k, "target_top_p": num(f.top_p),
-            "target_min_p": num(f.min_p)}
+    """The config dict the implementation receives (``Params.to_protocol``)."""
+    return inst.config.to_protocol(inst.n)
 
 
 def _logits(law) -> np.ndarray:
@@ -264,7 +268,6 @@ def _jittered_law(law, sign: int) -> tuple:
     of (the whole vector, the value), renormalized. Equal values in one vector, and identical
     vectors at different nodes, move together (softmax keeps those ties exact in any float
     implementation); different values, and equal values in different vectors, move apart."""
-    import hashlib
     vec = tuple(float(x) for x in law)
     key = repr(vec).encode()
     scaled = []
@@ -282,7 +285,6 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
     of one vector (or of identical vectors), alone or as the same factors in another
     order (1/2 * 1/4 against 1/4 * 1/2), stay exact for any float implementation, and are
     compared. Decided by rebuilding the tree on draft laws jittered both ways."""
-    from rheo.reference.instance import Table
     for sign in (1, -1):
         draft = Table("draft", {}, fn=lambda pre, s=sign: _jittered_law(inst.draft(pre), s))
         jittered = Instance(inst.n, inst.target, draft, inst.config)
@@ -397,7 +399,6 @@ def counterexample_payload(impl: Implementation, case: dict, uniforms: Uniforms,
 
 def float_instance(case: dict) -> Instance:
     """The float64 instance the harness compares on (an exact case read in float64)."""
-    from rheo.casefile import load_case
     return load_case({**case, "arithmetic": "float64"})
 
 
@@ -415,9 +416,6 @@ def decision_examples():
     """Small exact cases (every policy, m, beam, budget, T in {0, 1/3, 1/2, 1}, sparse on/off,
     target filters; small integer weights, half of them with dyadic draft laws, so exact
     score ties are common) and a seed for the uniforms."""
-    from hypothesis import strategies as st
-
-    from rheo.strategies import cases
     return st.tuples(st.one_of(cases(filters=True), cases(filters=True, dyadic_draft=True)), st.integers(0, 2**32 - 1))
 
 
@@ -425,8 +423,6 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
     """Search ``examples`` cases for a decision the implementation takes differently from the
     reference; a difference is shrunk by Hypothesis. ``seed`` None = a fresh random search
     (its seed is reported), an int = derandomized (the same search every run)."""
-    from rheo.corpus import shrunk_search
-
     if not impl.follows_uniforms:
         return Outcome("skip", "skipped: the implementation declares follows_uniforms = False",
                        data={"skipped": True})
@@ -466,7 +462,6 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
 
 def statistical_cases(deep: bool = False) -> dict:
     """Fixed generated cases for the cycle-law check (exact laws known by enumeration)."""
-    from rheo.reference.generate import hashed_case
     out = {
         "rheo_m1_fills": hashed_case(4, 1, 3, policy="rheo", K=3, m=1, budget=6, beam=2, temperature="1"),
         "rheo_m0_sparse_top_p": hashed_case(5, 4, 2, zero_share=2, policy="rheo", K=3, m=0, budget=5, beam=2,
@@ -484,17 +479,11 @@ def check_cycle_law(impl: Implementation, cycles: int, family_alpha: float = 1e-
     """The implementation's empirical cycle law over ``cycles`` cycles per case against the
     reference's exact law (Pearson chi-square on counts; ``family_alpha`` split over the
     cases; the detectable TV at power 0.99 is reported per case)."""
-    from collections import Counter
-
-    from rheo.casefile import load_case
-    from rheo.reference import cycle_law
-    from rheo.stats import gof
-
-    cases = statistical_cases(deep)
-    alpha = family_alpha / len(cases)
+    stat_cases = statistical_cases(deep)
+    alpha = family_alpha / len(stat_cases)
     rng = np.random.default_rng(seed)
     lines, data, worst = [], {}, None
-    for name, case in cases.items():
+    for name, case in stat_cases.items():
         inst = float_instance(case)
         if not impl.supports(protocol_config(inst)):
             lines.append(f"{name}: unsupported")

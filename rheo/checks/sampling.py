@@ -2,22 +2,22 @@
 
 ``sample_cycles`` runs the fastpath for many independent cycles of one reference instance
 (batched, a seeded ``torch.Generator``) and counts the outputs; ``cycle_law_test`` compares
-the counts with the exact cycle law from ``rheo.reference`` by ``rheo.stats.gof``.
+the counts with the exact cycle law from ``rheo.reference`` by ``rheo.checks.goodness_of_fit.gof``.
 ``tamper`` plants an implementation bug in the uniforms (e.g. one uniform reused for two
 decisions) for the calibration tests.
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Callable
 
 import torch
 
-from rheo.reference.params import Proxy
-from rheo.fastpath import FastConfig, Uniforms, run_cycle, target_law
-from rheo.testing import ReferenceTableModel
-from rheo.reference import cycle_law
-from rheo.stats import GofResult, gof
+from rheo.checks.goodness_of_fit import GofResult, gof
+from rheo.fastpath import FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, target_law, verify
+from rheo.reference import cycle_law, target_sequence_probability
+from rheo.testing import HashTableModel, ReferenceTableModel
 
 
 def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: FastConfig | None = None,
@@ -71,9 +71,6 @@ def _continue(model, cfg, T, toks, lens, L, g):
 
 def continued_law(inst, L: int) -> dict:
     """p_T(Seq) for every Seq in V^L with positive probability (SPEC 5), as floats."""
-    import itertools
-
-    from rheo.reference import target_sequence_probability
     law = {}
     for seq in itertools.product(range(inst.n), repeat=L):
         pr = float(target_sequence_probability(inst, seq))
@@ -91,22 +88,15 @@ def cycle_law_test(inst, counts: Counter, alpha: float) -> GofResult:
     return gof(counts, exact_cycle_law(inst), alpha)
 
 
-def reuse_sample_uniform(u: Uniforms) -> None:
-    """Planted bug: the first deterministic coin reuses the stochastic coin's uniform."""
-    u.u_det[:, :, 0] = u.u_sample
-
-
 def random_instance(V: int, cfg: FastConfig, T: float, seed: int, noise: float = 1.0, scale: float = 0.8):
     """A reference instance whose laws come from random logits (scale x N(0, 1); the draft
     adds noise x N(0, 1))."""
-    from rheo.testing import HashTableModel
     model = HashTableModel(V, 1, seed=seed, rows=4096, scale=scale, draft_noise=noise, dtype=torch.float64)
     return model.reference_instance(0, cfg, T)
 
 
 def quiet_cases() -> dict:
     """(V, cfg, T) of the cycle-law cases: the fastpath must match the reference's law."""
-    from rheo.fastpath import TargetFilters
     return {
         "rheo_m1_fills": (5, FastConfig(K=3, depth=3, budget=6, m=1, beam=2, draft_top_k=None), 1.0),
         "rheo_m0_sparse_top_p": (6, FastConfig(K=3, depth=2, budget=7, m=0, draft_top_k=4,
@@ -117,32 +107,11 @@ def quiet_cases() -> dict:
     }
 
 
-PLANTED_BASE = (5, FastConfig(K=3, depth=2, budget=6, m=1, beam=2, draft_top_k=None), 0.6)
-PLANTED_BUGS = ("constant_proxy_below_bound", "sample_last", "untempered_draft_law", "uniform_reused")
-
-
-def planted(kind: str):
-    """(buggy config, tamper) of a planted bug on ``PLANTED_BASE``: a constant proxy below
-    the bound, sample_last, an untempered draft law, or one uniform reused."""
-    import dataclasses
-    _, cfg, _ = PLANTED_BASE
-    if kind == "constant_proxy_below_bound":
-        return cfg.replace(proxy=Proxy("constant", value=0.02)), None
-    if kind == "sample_last":
-        return cfg.replace(verify="sample_last"), None
-    if kind == "untempered_draft_law":
-        return cfg.replace(draft_law="untempered"), None
-    if kind == "uniform_reused":
-        return cfg, reuse_sample_uniform
-    raise KeyError(kind)
-
-
 def sample_first_two(model, cfg: FastConfig, temperature: float, cycles: int, *, seed: int = 0,
                      batch: int = 2000) -> tuple[Counter, Counter]:
     """Cycles of a shared-context ``HashTableModel`` (the root never moves): counts of the
     first emitted token, and of (first, second) where an output of length 1 is continued
     by one target sample (so the second token's law given the first is p_T(. | first))."""
-    from rheo.fastpath import build_tree, verify
     dev = model.device
     g = torch.Generator(device=dev).manual_seed(seed)
     first: Counter = Counter()

@@ -2,7 +2,7 @@
 
 (a) ``first_tokens_check``: the first emitted token against the target's exact law after
     the prompt (one forward), and the second against the exact law given the first, for
-    the most frequent first tokens; one-sample chi-square tests (``rheo.stats.gof``).
+    the most frequent first tokens; one-sample chi-square tests (``rheo.checks.goodness_of_fit.gof``).
     Samples come from ``PathTableLM``: many requests at the same prompt, the laws computed
     from the real target and head by plain causal forwards (no KV cache, no tree mask)
     and memoized by token path, so tens of thousands of cycles fit in minutes.
@@ -24,10 +24,10 @@ import numpy as np
 import torch
 from scipy import stats as sstats
 
-from rheo.fastpath import FastConfig, run_cycle
-from rheo.fastpath.tree import DraftQuery, DraftTree
-from rheo.fastpath.verify import VerifyResult
-from rheo.stats import detectable_tv, gof, merge_bins
+from rheo.checks.goodness_of_fit import detectable_tv, gof, merge_bins
+from rheo.fastpath import DraftQuery, DraftTree, Params, VerifyResult, run_cycle
+from rheo.integrations.eagle import causal_mask
+from rheo.integrations.spec_lm import SpecLM
 
 
 class PathTableLM:
@@ -98,8 +98,6 @@ class PathTableLM:
         """The head's outputs at (committed, prefix) keys whose parents (committed,
         prefix[:-1]) are known (the tree expands parents first); keys with sequences of the
         same length go through the head in one batched forward."""
-        from .eagle import causal_mask
-
         groups: dict = collections.defaultdict(list)
         for c, prefix in keys:
             groups[len(self.prompt) + len(c) + len(prefix) - 1].append((c, prefix))
@@ -160,7 +158,7 @@ def _law(logits: torch.Tensor, temperature: float) -> dict:
     return {int(t): float(p[t]) for t in nz}
 
 
-def first_tokens_check(target, head, prompt: list[int], cfg: FastConfig, samples: int, alpha: float,
+def first_tokens_check(target, head, prompt: list[int], cfg: Params, samples: int, alpha: float,
                        temperature: float = 1.0, batch: int = 250, second: int = 2, seed: int = 0,
                        progress=None) -> dict:
     """(a): ``samples`` speculative runs of two tokens from ``prompt``; the first token
@@ -216,13 +214,11 @@ def two_sample(a: list, b: list, alpha: float, power: float = 0.99) -> dict:
             "p_value": float(pv), "alpha": alpha, "detectable_tv": round(detectable_tv(n // 2, int(dof), alpha, power), 4)}
 
 
-def later_token_check(target, head, prompt: list[int], cfg: FastConfig, samples: int, alpha: float,
+def later_token_check(target, head, prompt: list[int], cfg: Params, samples: int, alpha: float,
                       index: int = 12, temperature: float = 1.0, seed: int = 0, progress=None) -> dict:
     """(b): the ``index``-th generated token, speculative (``SpecLM``, cycles until it
     exists) vs plain sampling (batched autoregressive forwards), two-sample test."""
     from transformers import DynamicCache
-
-    from .spec_lm import SpecLM
 
     t0 = time.perf_counter()
     base = SpecLM(target, head, prompt)

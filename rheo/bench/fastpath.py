@@ -16,12 +16,11 @@ cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at m
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import statistics
-import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -38,11 +37,6 @@ TARGETS = {"rheo_over_topk": ("<=", 1.25), "sparse_over_dense": ("<=", 0.25), "f
 def _sync(device):
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
-
-
-def _progress(msg: str, quiet: bool) -> None:
-    if not quiet:
-        print(msg, file=sys.stderr, flush=True)
 
 
 class _Runner:
@@ -82,9 +76,12 @@ class _Runner:
 
 def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, depth: int = 8, budget: int = 60,
                    m: int = 1, draft_top_k: int = 128, repeats: int = 5, naive_batch: int = 64, device: str = "cpu",
-                   quiet: bool = False) -> dict:
+                   progress: Callable[[str], None] | None = None) -> dict:
+    """Time the fastpath, forwards excluded; returns the rows and ratios as a dict (the CLI
+    renders it). ``progress`` hears one line per batch size."""
+    say = progress or (lambda msg: None)
     cfg = FastConfig(K=K, depth=depth, budget=budget, m=m, draft_top_k=draft_top_k)
-    topk_cfg = dataclasses.replace(cfg, policy="topk")
+    topk_cfg = cfg.replace(policy="topk")
     out = {"device": str(device), "vocab": vocab, "K": K, "depth": depth, "budget": budget, "m": m,
            "draft_top_k": draft_top_k, "repeats": repeats, "torch_threads": torch.get_num_threads(),
            "forwards": "excluded (table model, time subtracted)", "batches": {}}
@@ -117,9 +114,9 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
         row["rheo_over_topk"] = row["rheo_cycle_s"] / row["topk_cycle_s"]
         row["sparse_over_dense"] = row["sparse_build_s"] / row["dense_build_s"]
         out["batches"][str(b)] = row
-        _progress(f"batch {b}: rheo {row['rheo_cycle_s'] * 1e3:.1f} ms, topk {row['topk_cycle_s'] * 1e3:.1f} ms "
+        say(f"batch {b}: rheo {row['rheo_cycle_s'] * 1e3:.1f} ms, topk {row['topk_cycle_s'] * 1e3:.1f} ms "
                   f"(x{row['rheo_over_topk']:.2f}); build sparse {row['sparse_build_s'] * 1e3:.1f} ms vs dense "
-                  f"{row['dense_build_s'] * 1e3:.1f} ms [{method}] (x{row['sparse_over_dense']:.3f})", quiet)
+                  f"{row['dense_build_s'] * 1e3:.1f} ms [{method}] (x{row['sparse_over_dense']:.3f})")
     # the naive verifier, at one batch size, on one tree
     r = _Runner(vocab, naive_batch, device)
     u = r.uniforms(cfg, seed=99)
@@ -152,9 +149,9 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
                   "outputs_equal_float64": same, "mean_output_length": float(fast_res.lengths.float().mean())}
     verify_row["fast_over_naive_verify"] = verify_row["naive_s"] / verify_row["fast_s"]
     out["verify"] = verify_row
-    _progress(f"verify at batch {naive_batch}: batched {verify_row['fast_s'] * 1e3:.1f} ms, naive "
+    say(f"verify at batch {naive_batch}: batched {verify_row['fast_s'] * 1e3:.1f} ms, naive "
               f"{verify_row['naive_s'] * 1e3:.1f} ms (x{verify_row['fast_over_naive_verify']:.1f}), "
-              f"outputs equal: {same}", quiet)
+        f"outputs equal: {same}")
     rows = out["batches"].values()
     out["rheo_over_topk"] = max(x["rheo_over_topk"] for x in rows)
     out["sparse_over_dense"] = max(x["sparse_over_dense"] for x in rows)
@@ -162,55 +159,3 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
     out["targets"] = {k: f"{op} {v}" for k, (op, v) in TARGETS.items()}
     out["meets_targets"] = {k: (out[k] <= v if op == "<=" else out[k] >= v) for k, (op, v) in TARGETS.items()}
     return out
-
-
-def float32_deviation(*, vocab: int = 2000, batch: int = 256, cycles: int = 4, seed: int = 0, device="cpu") -> dict:
-    """The float32 path against the float64 one on random instances, same uniforms: the
-    share of requests whose tree / output agree, and the largest |difference| of a path
-    score or a sample's residual probability where the trees agree."""
-    cfg = FastConfig(K=6, depth=5, budget=24, m=1)
-    agree_tree = agree_out = total = 0
-    max_score = max_prob = 0.0
-    for c in range(cycles):
-        m64 = HashTableModel(vocab, batch, seed=seed + c, rows=64, dtype=torch.float64, device=device)
-        m32 = HashTableModel(vocab, batch, seed=seed + c, rows=64, dtype=torch.float32, device=device)
-        g = torch.Generator(device=device).manual_seed(seed + c)
-        u = Uniforms.random(batch, cfg.K, cfg.B, cfg.depth, g, device=device)
-        T = torch.rand(batch, generator=g, device=device, dtype=torch.float64) * 1.5
-        trees, results = [], []
-        for model in (m64, m32):
-            tree = build_tree(model.draft_logits, cfg, T, u)
-            trees.append(tree)
-            results.append(verify(tree, model.target_logits(tree), T, cfg, u))
-        same_tree = ((trees[0].tokens == trees[1].tokens) & (trees[0].parents == trees[1].parents)).all(1)
-        same_out = (results[0].tokens == results[1].tokens).all(1)
-        total += batch
-        agree_tree += int(same_tree.sum())
-        agree_out += int(same_out.sum())
-        if bool(same_tree.any()):
-            max_score = max(max_score, float((trees[0].scores - trees[1].scores)[same_tree].abs().max()))
-            dp = (trees[0].sample_probs - trees[1].sample_probs.to(torch.float64))[same_tree].abs().max()
-            max_prob = max(max_prob, float(dp))
-    return {"requests": total, "tree_agreement": agree_tree / total, "output_agreement": agree_out / total,
-            "max_abs_score_deviation": max_score, "max_abs_residual_prob_deviation": max_prob}
-
-
-def render(out: dict) -> str:
-    """The benchmark as a table."""
-    lines = [f"rheo bench fastpath on {out['device']} ({out['torch_threads']} torch threads): V={out['vocab']}, "
-             f"K={out['K']}, depth={out['depth']}, budget={out['budget']}, m={out['m']}, "
-             f"draft_top_k={out['draft_top_k']}; forwards excluded; medians of alternating runs",
-             f"{'batch':>6} {'rheo ms':>9} {'topk ms':>9} {'rheo/topk':>10} {'sparse ms':>10} {'dense ms':>10} "
-             f"{'sparse/dense':>13}"]
-    for b, r in out["batches"].items():
-        lines.append(f"{b:>6} {r['rheo_cycle_s'] * 1e3:>9.1f} {r['topk_cycle_s'] * 1e3:>9.1f} "
-                     f"{r['rheo_over_topk']:>10.3f} {r['sparse_build_s'] * 1e3:>10.1f} {r['dense_build_s'] * 1e3:>10.1f} "
-                     f"{r['sparse_over_dense']:>13.3f}")
-    v = out["verify"]
-    lines.append(f"verify at batch {v['batch']}: batched {v['fast_s'] * 1e3:.1f} ms, naive loop {v['naive_s'] * 1e3:.1f} ms "
-                 f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
-                 f"in float64: {v['outputs_equal_float64']})")
-    for k, target in out["targets"].items():
-        mark = "met" if out["meets_targets"][k] else "MISSED"
-        lines.append(f"  {k:<24} {out[k]:>8.3f}   target {target:<8} {mark}")
-    return "\n".join(lines)

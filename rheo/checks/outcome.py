@@ -1,0 +1,76 @@
+"""What a check returns, and the profiles that size the checks (a leaf module).
+
+Every check (``rheo.checks.gate``) returns an ``Outcome``: a verdict (pass / fail / skip),
+a one-line detail and, when it has one, a counterexample dict that the gate writes to a
+file. ``Profile`` sizes the checks: ``quick`` (the default) and ``deep``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    matrix: str  # "quick" | "deep" exact matrix
+    search_examples: int  # per negative control (fresh search)
+    fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
+    fast_examples: int  # fastpath decision equality (x 3 requests each)
+    fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.checks.sampling.quiet_cases)
+    impl_examples: int
+    impl_cycles: int
+    real_first: int = 0  # real model (a): two-token samples per policy (0: the check is not in the profile)
+    real_later: int = 0  # real model (b): samples of the 12th token per policy and side
+
+
+PROFILES = {
+    "quick": Profile("quick", "quick", 500, False, 500, 200_000, 300, 20_000),
+    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST,
+                    real_later=REAL_LATER),
+    # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
+    "smoke": Profile("smoke", "quick", 20, False, 20, 2_000, 10, 2_000),
+}
+FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
+
+
+@dataclass
+class Outcome:
+    verdict: str  # "pass" | "fail" | "skip"
+    detail: str
+    counterexample: dict[str, Any] | None = None  # written to OUT/<check>.json
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict != "fail"
+
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Check:
+    name: str
+    group: str
+    run: Callable[[Profile, Progress | None], Outcome]
+    needs_torch: bool = False  # skipped, with the install command, when torch is absent
+    file_stem: str | None = None  # counterexample file name (default: from the check's name)
+
+
+@dataclass
+class CheckResult:
+    name: str
+    group: str
+    verdict: str
+    seconds: float
+    detail: str
+    counterexample: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "group": self.group, "verdict": self.verdict, "seconds": round(self.seconds, 3),
+                "detail": self.detail, "counterexample": self.counterexample, "data": self.data}

@@ -1,0 +1,160 @@
+"""``rheo exact``: the exact certificate of one case file (docs/spec.md §5 and §8), as a
+readable report or one JSON object."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from rheo.casefile import builtin_examples, load_case, read_case
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
+from rheo.reference import CaseError, Deadline, Timeout, certify
+from rheo.reference.certify import Report
+from rheo.reference.numbers import fmt_number
+from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact, theorem3_alpha, theorem3_applies
+
+CASE_FORMAT = """\
+case file format (SPEC section 8) - one JSON object:
+  {
+    "vocab_size": 3,
+    "target": {"*": ["1/5", "1/2", "3/10"]},        p(. | prefix); keys are prefixes
+    "draft":  {"*": ["1/2", "3/10", "1/5"],          q(. | prefix): ids joined by ",",
+               "0": ["1/3", "1/3", "1/3"]},         "" = root, "*" = any other prefix
+    "policy": "rheo", "K": 3, "m": 1, "depth": 1, "budget": 2
+  }
+  required: vocab_size, target, draft, policy ("rheo" | "topk"), K, depth, budget,
+            and m (0 <= m <= K-1) when policy is rheo
+  optional: beam (default K), proxy ("rheo" | "self" | {"constant": "1/4"} |
+            {"per_prefix": {"": "1/2", "*": "1/3"}}), epsilon ("0"), tie_break ("slot" |
+            "token"), temperature ("1"; exact mode needs 0 or 1/k), draft_top_k (null),
+            verify ("rheo" | "sample_last" | "class_law"), draft_law ("sampled" | "dense" |
+            "untempered"), arithmetic ("exact" | "float64"), target_top_k, target_top_p,
+            target_min_p, and name / description / expected (ignored by the engine)
+  probabilities: "3/10", "0.3" or 0.3 (a JSON number is read as the decimal it prints);
+  every vector has vocab_size entries summing to 1 (exactly, in exact mode)
+"""
+
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    fmt = FORMATTER
+    ex = sub.add_parser(
+        "exact", formatter_class=fmt,
+        help="exact cycle law, losslessness and tau of one case",
+        description="Enumerate every random tree the sampler can build for CASE.json, verify each\n"
+                    "exactly, and compare the continued output law with the target law p_T on\n"
+                    "every sequence of length depth+1 (SPEC sections 5 and 8).\n\n" + CASE_FORMAT,
+        epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
+               "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
+               "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
+               "enumerator, arithmetic, first_token_law, cycle_law (\"0 2\" -> probability), case, and\n"
+               "at depth 1 theorem3 and root_optimum. Exact mode: numbers are rational strings.\n\n"
+               "examples:\n"
+               "  rheo exact                                       # the built-in SPEC section 6 case\n"
+               "  rheo exact --example abc-constant                # the paper's ad-hoc proxy breaks it\n"
+               "  rheo exact cases/control-sample_last.json --json # a saved counterexample\n"
+               "  rheo exact --list-examples")
+    ex.add_argument("case", nargs="?", metavar="CASE.json", help="a case file (default: the built-in example \"abc\")")
+    ex.add_argument("--example", metavar="NAME", help="run a built-in example case instead of a file")
+    ex.add_argument("--list-examples", action="store_true", help="list the built-in example cases and exit")
+    ex.add_argument("--enumerator", choices=("classes", "naive"), default="classes",
+                    help="equivalence classes (default, fast) or every joint draw (the naive check)")
+    ex.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long (exit 3)")
+    ex.add_argument("--count-timeout", type=float, default=30.0, metavar="SECONDS",
+                    help="time cap for counting joint draws (reported as null past it; default 30)")
+    add_json_flag(ex)
+
+
+def cmd_exact(args) -> int:
+    examples = builtin_examples()
+    if args.list_examples:
+        if args.json:
+            emit(json.dumps({name: case.get("description", "") for name, case in examples.items()}))
+        else:
+            emit("\n".join(f"{name:<16} {case.get('description', '')}" for name, case in examples.items()))
+        return 0
+    if args.case and args.example:
+        return fail("give either CASE.json or --example NAME, not both")
+    try:
+        if args.case:
+            case, source = read_case(args.case), args.case
+        else:
+            name = args.example or "abc"
+            if name not in examples:
+                return fail(f"--example: no built-in example {name!r}; choose one of {', '.join(examples)}")
+            case, source = examples[name], f"built-in example {name}"
+        inst = load_case(case)
+        deadline = Deadline(args.timeout, progress=progress)
+        report = certify(inst, args.enumerator, deadline, count_seconds=args.count_timeout)
+        add_single_layer_facts(report)
+    except CaseError as e:
+        return fail(str(e))
+    except Timeout as e:
+        return fail(f"--timeout: {e}; raise --timeout or shrink the case", 3)
+    if args.json:
+        out = report.to_json()
+        out["case"] = case.get("name") or source
+        emit(json.dumps(out))
+    else:
+        emit(render(report, case, source))
+    return 0 if report.lossless else 1
+
+
+MAX_VOCAB_FOR_OPTIMUM = 12  # the exact per-node optimum enumerates 2^n token sets
+
+
+def add_single_layer_facts(report: Report) -> None:
+    """Theorem 3 (depth 1) and the root's per-node optimum, when they apply."""
+    inst, ex = report.inst, report.inst.exact
+    if theorem3_applies(inst):
+        closed = theorem3_alpha(inst)
+        enum = report.cycle.root_acceptance()
+        agrees = closed == enum if ex else abs(float(closed) - float(enum)) <= 1e-12
+        report.extras["theorem3"] = {"alpha_closed_form": fmt_number(closed, ex),
+                                     "alpha_enumerated": fmt_number(enum, ex), "agrees": agrees}
+    if report.cycle.trees and inst.n <= MAX_VOCAB_FOR_OPTIMUM:
+        sets = child_set_law(report.cycle.trees)
+        report.extras["root_optimum"] = fmt_number(per_node_optimum_exact(inst.target_law(()), sets), ex)
+
+
+def render(report: Report, case: dict, source: str) -> str:
+    j = report.to_json()
+    inst, c = report.inst, report.inst.config
+    lines = []
+    name = case.get("name") or source
+    desc = f" - {case['description']}" if case.get("description") else ""
+    lines.append(f"case: {name}{desc}")
+    params = f"policy={c.policy} K={c.K}" + (f" m={c.m}" if c.policy == "rheo" else "")
+    params += f" depth={c.depth} budget={c.budget} beam={c.B} T={c.temperature}"
+    if c.draft_top_k is not None:
+        params += f" draft_top_k={c.draft_top_k}"
+    variants = []
+    if c.policy == "rheo" and c.proxy.kind != "rheo":
+        variants.append(f"proxy={c.proxy.describe()}")
+    for key, default in (("tie_break", "slot"), ("verify", "rheo"), ("draft_law", "sampled")):
+        if getattr(c, key) != default:
+            variants.append(f"{key}={getattr(c, key)}")
+    lines.append(f"  {params}  arithmetic={c.arithmetic}" + (f"  [{', '.join(variants)}]" if variants else ""))
+    L = inst.seq_len
+    verdict = "LOSSLESS" if j["lossless"] else "NOT LOSSLESS"
+    lines.append(f"verdict: {verdict}   max |continued - p_T| = {j['max_abs_deviation']} over the {inst.n}^{L} sequences of length {L}")
+    if not j["lossless"]:
+        lines.append(f"  worst sequence {j['worst_sequence']}: continued law {j['worst_continued']} vs target {j['worst_target']}")
+    draws = "not counted (over the time cap)" if j["joint_draws"] is None else j["joint_draws"]
+    lines.append(f"tau = E|O| = {j['tau']}   root acceptance = {j['root_acceptance']}   "
+                 f"joint draws = {draws}   classes = {j['classes']}   ({j['enumerator']}, {report.seconds:.3f} s)")
+    if "theorem3" in j:
+        t = j["theorem3"]
+        lines.append(f"Theorem 3: closed form alpha = {t['alpha_closed_form']} "
+                     f"({'agrees with' if t['agrees'] else 'DIFFERS FROM'} the enumeration)")
+    if "root_optimum" in j:
+        lines.append(f"per-node optimum at the root (best lossless acceptance for this child-set law) = {j['root_optimum']}")
+    lines.append("first token:   token  cycle law      target p_T")
+    target = inst.target_law(())
+    for t in range(inst.n):
+        lines.append(f"               {t:<6} {str(j['first_token_law'][t]):<14} {fmt_number(target[t], inst.exact)}")
+    items = sorted(report.cycle.law.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = items[:12]
+    lines.append(f"cycle law ({len(items)} outputs{', most likely 12' if len(items) > 12 else ''}):")
+    for o, pr in shown:
+        lines.append(f"  {' '.join(map(str, o)):<16} {fmt_number(pr, inst.exact)}")
+    return "\n".join(lines)
