@@ -1,4 +1,4 @@
-"""Numbers, temperature and the target-side filters (SPEC section 0 and 1).
+"""Numbers, temperature and the target-side filters (docs/spec.md §0 and §1).
 
 Every law in the reference is a tuple of ``vocab_size`` numbers. In exact mode the
 numbers are :class:`fractions.Fraction`; in float64 mode they are Python floats. The
@@ -17,21 +17,22 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Sequence
+from typing import Protocol, Sequence, Union
 
-Law = tuple  # tuple of numbers, one per token id
+Number = Union[Fraction, float]  # Fraction in exact arithmetic, float in float64
+Law = tuple[Number, ...]  # one number per token id
 
 
 class CaseError(ValueError):
     """Bad input. ``field`` names the offending field, ``str(err)`` says what is expected."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
 
 
-def parse_exact(value, field: str) -> Fraction:
+def parse_exact(value: object, field: str) -> Fraction:
     """Read a probability as an exact rational: "3/10", "0.3", 0.3 (read as printed), 1."""
     if isinstance(value, bool):
         raise CaseError(field, f"expected a number or a rational string, got {value!r}")
@@ -55,13 +56,13 @@ def parse_exact(value, field: str) -> Fraction:
     raise CaseError(field, f"expected a number or a rational string, got {type(value).__name__}")
 
 
-def normalize(vec: Sequence) -> Law:
+def normalize(vec: Sequence[Number]) -> Law:
     """Divide by the total mass. The caller guarantees the total is positive."""
     total = sum(vec[1:], vec[0])
     return tuple(x / total for x in vec)
 
 
-def argmax_lowest(vec: Sequence) -> int:
+def argmax_lowest(vec: Sequence[Number]) -> int:
     """Index of the largest entry; ties go to the lowest index."""
     best = 0
     for i in range(1, len(vec)):
@@ -70,7 +71,7 @@ def argmax_lowest(vec: Sequence) -> int:
     return best
 
 
-def one_hot(n: int, i: int, like) -> Law:
+def one_hot(n: int, i: int, like: Number) -> Law:
     zero, one = like * 0, like * 0 + 1
     return tuple(one if j == i else zero for j in range(n))
 
@@ -88,7 +89,7 @@ class Temperature:
     value: float
 
     @staticmethod
-    def parse(raw, exact: bool, field: str = "temperature") -> "Temperature":
+    def parse(raw: object, exact: bool, field: str = "temperature") -> Temperature:
         if raw is None:
             raw = "1"
         t = parse_exact(raw, field)
@@ -111,7 +112,7 @@ class Temperature:
         return self.text
 
 
-def temper(vec: Sequence, temp: Temperature) -> Law:
+def temper(vec: Sequence[Number], temp: Temperature) -> Law:
     """p_T = p^(1/T) normalized on the same support; T = 0 -> one-hot on the argmax."""
     if temp.zero:
         return one_hot(len(vec), argmax_lowest(vec), vec[0])
@@ -123,20 +124,20 @@ def temper(vec: Sequence, temp: Temperature) -> Law:
     return normalize([float(x) ** e if x > 0 else 0.0 for x in vec])
 
 
-def rank_order(vec: Sequence) -> list[int]:
+def rank_order(vec: Sequence[Number]) -> list[int]:
     """Token ids with positive mass ordered by (mass desc, id asc)."""
     return sorted((i for i in range(len(vec)) if vec[i] > 0), key=lambda i: (-vec[i], i))
 
 
-def keep_top_k(vec: Sequence, k: int) -> Law:
-    """Keep the k largest entries (ties -> lower id), zero the rest, renormalize (SPEC 1)."""
+def keep_top_k(vec: Sequence[Number], k: int) -> Law:
+    """Keep the k largest entries (ties -> lower id), zero the rest, renormalize (docs/spec.md §1)."""
     keep = set(rank_order(vec)[:k])
     zero = vec[0] * 0
     return normalize([x if i in keep else zero for i, x in enumerate(vec)])
 
 
-def keep_top_p(vec: Sequence, top_p) -> Law:
-    """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (SPEC 0)."""
+def keep_top_p(vec: Sequence[Number], top_p: Number) -> Law:
+    """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (docs/spec.md §0)."""
     keep, mass = set(), vec[0] * 0
     for i in rank_order(vec):
         keep.add(i)
@@ -147,14 +148,28 @@ def keep_top_p(vec: Sequence, top_p) -> Law:
     return normalize([x if i in keep else zero for i, x in enumerate(vec)])
 
 
-def keep_min_p(vec: Sequence, min_p) -> Law:
-    """Drop tokens below min_p x (largest probability), renormalize (SPEC 0)."""
+def keep_min_p(vec: Sequence[Number], min_p: Number) -> Law:
+    """Drop tokens below min_p x (largest probability), renormalize (docs/spec.md §0)."""
     top = max(vec)
     zero = vec[0] * 0
     return normalize([x if x >= min_p * top else zero for x in vec])
 
 
-def apply_filters(law: Law, filters) -> Law:
+class Filters(Protocol):
+    """What ``apply_filters`` reads: a ``rheo.reference.params.TargetFilters`` (not imported
+    here, params imports this module). None = off."""
+
+    @property
+    def top_k(self) -> int | None: ...
+
+    @property
+    def top_p(self) -> Number | None: ...
+
+    @property
+    def min_p(self) -> Number | None: ...
+
+
+def apply_filters(law: Law, filters: Filters) -> Law:
     """The serving-engine filters (a ``rheo.reference.params.TargetFilters``) after
     temperature, in their order: top_k, top_p, min_p (docs/spec.md §0)."""
     if filters.top_k is not None:
@@ -166,13 +181,13 @@ def apply_filters(law: Law, filters) -> Law:
     return law
 
 
-def positive_part_difference(w: Law, r: Law) -> list:
+def positive_part_difference(w: Law, r: Law) -> list[Number]:
     """(w - r)^+ entrywise."""
     zero = w[0] * 0
     return [a - b if a > b else zero for a, b in zip(w, r)]
 
 
-def fmt_number(x, exact: bool):
+def fmt_number(x: Number, exact: bool) -> str | float:
     """A number for JSON: an exact rational string in exact mode, a float otherwise."""
     if exact:
         x = Fraction(x)

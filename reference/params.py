@@ -188,7 +188,7 @@ class Params:
             raise CaseError("epsilon", f"must be >= 0, got {self.epsilon}")
         p = self.proxy
         _need_choice("proxy", p.kind, ProxyKind)
-        if p.kind == "constant" and not (0 < p.value <= 1):
+        if p.kind == "constant" and not (0 < p.value <= 1):  # type: ignore[operator]  # a constant has its value
             raise CaseError("proxy.constant", f"must lie in (0, 1], got {p.value}")
         if p.kind == "per_prefix":
             for k, v in (p.table or {}).items():
