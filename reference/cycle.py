@@ -1,8 +1,13 @@
-"""The law of one cycle's output and what follows from it (SPEC section 5)."""
+"""The law of one cycle's output and what follows from it (docs/spec.md §5)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
+
+from .numbers import Number
+from .tree import LabelledTree
+from .verify import Output
 
 
 class Timeout(RuntimeError):
@@ -12,7 +17,8 @@ class Timeout(RuntimeError):
 class Deadline:
     """Raises Timeout once ``seconds`` have passed; optional progress callback."""
 
-    def __init__(self, seconds: float | None = None, progress=None, every: float = 2.0):
+    def __init__(self, seconds: float | None = None, progress: Callable[[str], object] | None = None,
+                 every: float = 2.0) -> None:
         self.start = time.perf_counter()
         self.seconds = seconds
         self.progress = progress
@@ -36,25 +42,25 @@ class CycleLaw:
     ``classes`` the distinct labelled pruned trees.
     """
 
-    law: dict
+    law: dict[Output, Number]
     joint_draws: int | None
     classes: int
     enumerator: str = ""
-    trees: dict = field(default_factory=dict, repr=False)  # labelled tree -> probability
+    trees: dict[LabelledTree, Number] = field(default_factory=dict, repr=False)  # labelled tree -> probability
 
-    def total(self):
+    def total(self) -> Number:
         return sum(self.law.values())
 
-    def tau(self):
+    def tau(self) -> Number:
         """E|O|: the mean number of tokens a cycle emits (accepted + the final token)."""
         return sum(len(o) * pr for o, pr in self.law.items())
 
-    def root_acceptance(self):
+    def root_acceptance(self) -> Number:
         """Pr(the first draft token is accepted) = Pr(|O| >= 2)."""
         return sum(pr for o, pr in self.law.items() if len(o) >= 2)
 
-    def first_token_law(self, n: int) -> list:
-        out = [0] * n
+    def first_token_law(self, n: int) -> list[Number]:
+        out: list[Number] = [0] * n
         for o, pr in self.law.items():
             out[o[0]] += pr
         return out

@@ -1,26 +1,29 @@
-"""An instance: target and draft tables plus the configuration (SPEC sections 0-3, 8).
+"""An instance: target and draft tables plus the configuration (docs/spec.md §0-§3, §8).
 
 ``Instance.node_laws(prefix)`` holds everything the draft side computes at one node
-(SPEC sections 1-2): the truncated draft law, its ranking, the leads, the residual support
+(docs/spec.md §1-§2): the truncated draft law, its ranking, the leads, the residual support
 and law, the proxy and the fills; ``Instance.target_law(prefix)`` is p_T with the target
 filters. Both are cached per prefix.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, Union
 
-from .numbers import CaseError, Law, apply_filters, keep_top_k, parse_exact, rank_order, temper
+from .numbers import CaseError, Law, Number, Temperature, apply_filters, keep_top_k, parse_exact, rank_order, temper
 from .params import UNTEMPERED, Params, Prefix, Proxy, parse_prefix, prefix_key
+from .params import Number as ParamNumber
 
 Config = Params  # the reference's name for the one parameter type (rheo.reference.params)
+# a table in the Python API: {prefix tuple or "*" or "0,2": law}, one law for every prefix, or prefix -> law
+TableSpec = Union[Callable[[Prefix], Law], Mapping[Any, Sequence[object]], Sequence[object]]
 
 
 class Table:
     """Prefix -> law, with an optional default for unlisted prefixes ("*" in case files)."""
 
     def __init__(self, name: str, laws: Mapping[Prefix, Law], default: Law | None = None,
-                 fn: Callable[[Prefix], Law] | None = None):
+                 fn: Callable[[Prefix], Law] | None = None) -> None:
         self.name = name
         self.laws = dict(laws)
         self.default = default
@@ -39,13 +42,13 @@ class Table:
                         "give it, or give a \"*\" default")
 
     @staticmethod
-    def constant(name: str, law: Law) -> "Table":
+    def constant(name: str, law: Sequence[Number]) -> Table:
         return Table(name, {}, default=tuple(law))
 
 
 @dataclass
 class NodeLaws:
-    """The draft side at one node (SPEC sections 1-2), computed once per prefix.
+    """The draft side at one node (docs/spec.md §1-§2), computed once per prefix.
 
     ``q`` is the truncated untempered draft law (construction), ``ranked`` its ranking
     (q desc, id asc), ``leads`` x_1..x_m, ``residual_support`` U in rank order,
@@ -56,19 +59,19 @@ class NodeLaws:
 
     prefix: Prefix
     q: Law
-    ranked: list
-    leads: list
-    residual_support: list
+    ranked: list[int]
+    leads: list[int]
+    residual_support: list[int]
     residual: Law | None
-    draws: list
-    proxy: object
+    draws: list[tuple[int, Number]]
+    proxy: Number | None
     fill_count: int
     dense_residual: Law | None = None
     untempered_residual: Law | None = None
     kinds: str = "rheo"
 
-    def pool(self, y=None) -> list[tuple[int, int, str, object]]:
-        """The children (slot, token, kind, factor) of this node for draw Y = y (SPEC 2)."""
+    def pool(self, y: int | None = None) -> list[tuple[int, int, str, Number]]:
+        """The children (slot, token, kind, factor) of this node for draw Y = y (docs/spec.md §2)."""
         if self.kinds == "topk":
             return [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
         out = [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
@@ -80,47 +83,47 @@ class NodeLaws:
             out.append((m + 1 + j, x, "fill", self.q[x]))
         return out
 
-    def fills(self, y) -> list:
+    def fills(self, y: int) -> list[int]:
         """F(Y): the first K-m-1 tokens of U without Y."""
         return [u for u in self.residual_support if u != y][: self.fill_count]
 
-    def sample_factor(self, y):
+    def sample_factor(self, y: int) -> Number:
         return self.q[y] if self.proxy is None else self.proxy
 
 
 class Instance:
     """Target table, draft table and configuration; the laws the algorithm reads."""
 
-    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Params):
+    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Params) -> None:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
             raise CaseError("vocab_size", f"must be an integer >= 1, got {vocab_size!r}")
         self.n = vocab_size
         self.target = target
         self.draft = draft
         self.config = config
-        self._target_cache: dict = {}
-        self._node_cache: dict = {}
-        self._checked: set = set()
-        self._one = None
+        self._target_cache: dict[Prefix, Law] = {}
+        self._node_cache: dict[Prefix, NodeLaws] = {}
+        self._checked: set[tuple[str, Prefix]] = set()
+        self._one: Number | None = None
 
     @property
     def exact(self) -> bool:
         return self.config.exact
 
     @property
-    def one(self):
+    def one(self) -> Number:
         """The number 1 in this instance's arithmetic (Fraction, float or symbolic)."""
         if self._one is None:
             self._one = self._checked_law(self.target, ())[0] * 0 + 1
         return self._one
 
     @property
-    def zero(self):
+    def zero(self) -> Number:
         return self.one * 0
 
     @property
     def seq_len(self) -> int:
-        """L = D + 1: the length the cycle output is continued to (SPEC 5)."""
+        """L = D + 1: the length the cycle output is continued to (docs/spec.md §5)."""
         return self.config.depth + 1
 
     def _checked_law(self, table: Table, prefix: Prefix) -> Law:
@@ -132,7 +135,7 @@ class Instance:
         return law
 
     def target_law(self, prefix: Prefix) -> Law:
-        """p_T(. | prefix) with the target filters (SPEC 0)."""
+        """p_T(. | prefix) with the target filters (docs/spec.md §0)."""
         law = self._target_cache.get(prefix)
         if law is None:
             c = self.config
@@ -156,13 +159,14 @@ class Instance:
         if c.policy == "topk":
             return NodeLaws(prefix, q, ranked, ranked[: c.K], [], None, [], None, 0, kinds="topk")
         m = c.m
+        assert m is not None  # Params requires m when policy is "rheo"
         leads = ranked[:m]
         support = ranked[m:]
         if not support:
             return NodeLaws(prefix, q, ranked, leads, [], None, [], None, c.K - m - 1)
         in_u = set(support)
 
-        def residual_from(vec, temp):
+        def residual_from(vec: Sequence[Number], temp: Temperature) -> Law:
             return temper([x if i in in_u else zero for i, x in enumerate(vec)], temp)
 
         r = residual_from(q, c.temperature)
@@ -177,11 +181,12 @@ class Instance:
             laws.untempered_residual = residual_from(q, UNTEMPERED)
         return laws
 
-    def _proxy_value(self, prefix: Prefix, laws: NodeLaws):
+    def _proxy_value(self, prefix: Prefix, laws: NodeLaws) -> ParamNumber:
         c, p = self.config, self.config.proxy
         q, ranked = laws.q, laws.ranked
         one = self.one
         if p.kind == "rheo":
+            assert c.m is not None  # Params requires m when policy is "rheo"
             if c.m >= 1:
                 z = one - sum((q[x] for x in laws.leads), self.zero)
                 return min(q[laws.leads[-1]], z)
@@ -189,22 +194,24 @@ class Instance:
         if p.kind == "constant":
             return p.value
         if p.kind == "per_prefix":
+            assert p.table is not None  # Params reads a per_prefix proxy with its table
             v = p.table.get(prefix, p.table.get(None))
             if v is None:
                 raise CaseError(f"proxy.per_prefix[\"{prefix_key(prefix)}\"]",
                                 "the computation needs a proxy value at this prefix; give it or a \"*\" default")
             return v
         if p.kind == "callable":
+            assert p.fn is not None  # Params reads a callable proxy with its function
             return p.fn(prefix, laws)
         raise CaseError("proxy", f"unknown proxy kind {p.kind!r}")
 
-    def rank_bound(self, prefix: Prefix):
+    def rank_bound(self, prefix: Prefix) -> Number | None:
         """q(x_{m+1}) at this node: Lemma 1's lower bound for an identity-independent proxy."""
         laws = self.node_laws(prefix)
         return laws.q[laws.residual_support[0]] if laws.residual_support else None
 
 
-def check_law(law: Sequence, n: int, exact: bool, where: str) -> None:
+def check_law(law: Sequence[Number], n: int, exact: bool, where: str) -> None:
     """A probability vector: n entries, none negative, summing to 1 (within 1e-9 in float64)."""
     if len(law) != n:
         raise CaseError(where, f"must have vocab_size = {n} entries, got {len(law)}")
@@ -219,11 +226,12 @@ def check_law(law: Sequence, n: int, exact: bool, where: str) -> None:
         raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
 
 
-def exact_law(values: Sequence, field: str) -> Law:
+def exact_law(values: Sequence[object], field: str) -> Law:
     return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(values))
 
 
-def make_instance(vocab_size: int, target, draft, params: Params | None = None, **config) -> Instance:
+def make_instance(vocab_size: int, target: TableSpec, draft: TableSpec, params: Params | None = None,
+                  **config: Any) -> Instance:
     """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix;
     the configuration as ``params`` or as case-file keywords (``Params.from_case``).
 
@@ -238,11 +246,14 @@ def make_instance(vocab_size: int, target, draft, params: Params | None = None, 
         raise CaseError(next(iter(config)), "give the configuration either as params or as keywords, not both")
     exact = params.exact
 
-    def table(name, spec):
-        conv = (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f)))
+    def table(name: str, spec: TableSpec) -> Table:
+        conv: Callable[[Sequence[object], str], Law] = (
+            (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f))))
         if callable(spec):
             return Table(name, {}, fn=spec)
         if isinstance(spec, Mapping):
+            laws: dict[Prefix, Law]
+            default: Law | None
             laws, default = {}, None
             for k, v in spec.items():
                 if k == "*":

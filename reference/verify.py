@@ -1,10 +1,10 @@
-"""Verification of one pruned tree (SPEC section 4): RheoVerification, stochastic-first.
+"""Verification of one pruned tree (docs/spec.md §4): RheoVerification, stochastic-first.
 
 Two readings of the same steps, kept side by side:
 
 - ``verification_law(inst, tree)``: the exact law of the cycle output O given the tree;
 - ``walk(inst, tree, chooser)``: one verification run whose coins and draws come from a
-  chooser (explicit uniforms for the simulator, SPEC 7).
+  chooser (explicit uniforms for the simulator, docs/spec.md §7).
 
 ``steps_at`` decides, for one visited node, which children are tried in which order and
 with which law; both readings use it, so the wrong-on-purpose variants (``sample_last``,
@@ -14,19 +14,23 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .choices import Chooser
 from .instance import Instance
-from .numbers import positive_part_difference
-from .tree import LabelledTree
+from .numbers import Law, Number, positive_part_difference
+from .params import Prefix
+from .tree import LabelledTree, SlotPath
+
+Output = tuple[int, ...]  # a cycle output o: the accepted tokens and the final token
 
 
 class Step(NamedTuple):
     kind: str  # "stochastic" | "det"
     slot: int
     token: int
-    law: tuple | None  # r used by a stochastic step
+    law: Law | None  # r used by a stochastic step
 
 
-def steps_at(inst: Instance, prefix: tuple, kids: list) -> list[Step]:
+def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -> list[Step]:
     """The verification steps at a visited node with surviving children ``kids``
     ((slot, token, kind) in slot order)."""
     c = inst.config
@@ -39,6 +43,7 @@ def steps_at(inst: Instance, prefix: tuple, kids: list) -> list[Step]:
         r = laws.dense_residual
     elif c.draft_law == "untempered":
         r = laws.untempered_residual
+    assert r is not None  # a sample child means the residual support is not empty
     y = sample[1]
     if c.verify == "class_law":
         b = sum(1 for k in kids if k[2] == "fill")
@@ -59,9 +64,10 @@ def steps_at(inst: Instance, prefix: tuple, kids: list) -> list[Step]:
     return [stochastic] + dets
 
 
-def _after_rejection(w, step: Step):
-    """Residual target law after rejecting ``step`` (SPEC 4 steps 3 and 4)."""
+def _after_rejection(w: Law, step: Step) -> Law | None:
+    """Residual target law after rejecting ``step`` (docs/spec.md §4 steps 3 and 4)."""
     if step.kind == "stochastic":
+        assert step.law is not None  # a stochastic step carries its r
         rest = positive_part_difference(w, step.law)
     else:
         rest = list(w)
@@ -72,27 +78,29 @@ def _after_rejection(w, step: Step):
     return tuple(x / total for x in rest)
 
 
-def _acceptance(w, step: Step, one):
+def _acceptance(w: Law, step: Step, one: Number) -> Number:
     if step.kind == "stochastic":
+        assert step.law is not None  # a stochastic step carries its r
         return min(one, w[step.token] / step.law[step.token])
     return w[step.token]
 
 
-def verification_law(inst: Instance, tree: LabelledTree) -> dict:
+def verification_law(inst: Instance, tree: LabelledTree) -> dict[Output, Number]:
     """Pr(O = o | tree) for every output o (tuples of token ids), exact."""
     return _node_law(inst, tree, (), ())
 
 
-def _node_law(inst: Instance, tree: LabelledTree, path: tuple, prefix: tuple) -> dict:
+def _node_law(inst: Instance, tree: LabelledTree, path: SlotPath, prefix: Prefix) -> dict[Output, Number]:
     p = inst.target_law(prefix)
     one = inst.one
     kids = tree.children(path)
-    out: dict = {}
+    out: dict[Output, Number] = {}
     if not kids:  # step 1: bonus token
         for t, x in enumerate(p):
             if x > 0:
                 out[(t,)] = x
         return out
+    w: Law | None
     w, mass = p, one
     for step in steps_at(inst, prefix, kids):
         a = _acceptance(w, step, one)
@@ -113,11 +121,16 @@ def _node_law(inst: Instance, tree: LabelledTree, path: tuple, prefix: tuple) ->
     return out
 
 
-def walk(inst: Instance, tree: LabelledTree, chooser) -> tuple[tuple, list]:
+def walk(inst: Instance, tree: LabelledTree, chooser: Chooser) -> tuple[Output, list[SlotPath]]:
     """One verification run. Returns (output tokens, accepted slot paths).
 
-    Coins and draws are named as in SPEC 7: ("sample", d), ("det", d, j), ("final", d).
+    Coins and draws are named as in docs/spec.md §7: ("sample", d), ("det", d, j), ("final", d).
     """
+    path: SlotPath
+    prefix: Prefix
+    out: list[int]
+    accepted: list[SlotPath]
+    w: Law | None
     path, prefix, out, accepted = (), (), [], []
     while True:
         d = len(path)
