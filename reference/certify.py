@@ -1,4 +1,4 @@
-"""Losslessness of a cycle law (SPEC section 5, Theorem 1).
+"""Losslessness of a cycle law (docs/spec.md §5, Theorem 1).
 
 The cycle output O is continued by exact target sampling to length L = D + 1; the result
 must equal p_T on every sequence of V^L. ``continued_sequence_law`` lists that law for
@@ -11,17 +11,19 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from .cycle import CycleLaw, Deadline
 from .enumerate_classes import class_cycle_law
 from .enumerate_naive import naive_cycle_law
 from .instance import Instance
-from .numbers import fmt_number
+from .numbers import Number, fmt_number
+from .verify import Output
 
 FLOAT_TOLERANCE = 1e-12
 
 
-def target_sequence_probability(inst: Instance, seq: tuple):
+def target_sequence_probability(inst: Instance, seq: Output) -> Number:
     """p_T(Seq) = prod_i p_T(Seq_i | Seq_<i)."""
     pr = inst.one
     for i, x in enumerate(seq):
@@ -29,12 +31,12 @@ def target_sequence_probability(inst: Instance, seq: tuple):
     return pr
 
 
-def continued_sequence_law(inst: Instance, law: dict) -> dict:
+def continued_sequence_law(inst: Instance, law: Mapping[Output, Number]) -> dict[Output, Number]:
     """Pr(O (+) continuation = Seq) for every Seq in V^L, by direct summation."""
     L = inst.seq_len
-    out = {}
+    out: dict[Output, Number] = {}
     for seq in itertools.product(range(inst.n), repeat=L):
-        total = 0
+        total: Number = 0
         for k in range(1, L + 1):
             o = seq[:k]
             pr = law.get(o)
@@ -48,13 +50,13 @@ def continued_sequence_law(inst: Instance, law: dict) -> dict:
 
 @dataclass
 class Deviation:
-    value: object  # max |continued - p_T| over V^L
-    sequence: tuple  # the first sequence (lexicographic) attaining it
-    continued: object
-    target: object
+    value: Number  # max |continued - p_T| over V^L
+    sequence: Output  # the first sequence (lexicographic) attaining it
+    continued: Number
+    target: Number
 
 
-def max_deviation(inst: Instance, law: dict) -> Deviation:
+def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
     """max over Seq in V^L of |continued(Seq) - p_T(Seq)|, first maximizer in lex order.
 
     A(s) = Pr(first |s| tokens = s and |O| <= |s|) obeys A(s.x) = A(s) p_T(x|s) + Pr(O = s.x).
@@ -64,14 +66,14 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
     """
     L, n = inst.seq_len, inst.n
     zero, one = inst.zero, inst.one
-    extended = set()
+    extended: set[Output] = set()
     for o in law:
         for k in range(len(o)):
             extended.add(o[:k])
-    best = [zero, None, zero, zero]
-    max_path_memo: dict = {}
+    best: list[Any] = [zero, None, zero, zero]  # a Deviation's fields, the sequence None until one is found
+    max_path_memo: dict[Output, tuple[Number, Output]] = {}
 
-    def max_path(s: tuple, k: int):
+    def max_path(s: Output, k: int) -> tuple[Number, Output]:
         """max over continuations of length k of p_T(rest | s), with the lex-first argmax."""
         if k == 0:
             return one, ()
@@ -79,7 +81,8 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
         if hit is not None:
             return hit
         p = inst.target_law(s)
-        top, arg = None, None
+        top: Number | None = None
+        arg: Output = ()  # set together with top
         for x in range(n):
             if p[x] > 0 and (top is None or p[x] >= top):  # a bound: only then can x win
                 sub, rest = max_path(s + (x,), k - 1)
@@ -91,14 +94,14 @@ def max_deviation(inst: Instance, law: dict) -> Deviation:
         max_path_memo[s] = (top, arg)
         return top, arg
 
-    def rec(s: tuple, a, pt):
+    def rec(s: Output, a: Number, pt: Number) -> None:
         if len(s) == L:
-            dev = abs(a - pt)
+            dev: Number = abs(a - pt)  # type: ignore[assignment]  # mypy joins abs(Fraction | float) to object
             if dev > best[0]:
                 best[:] = [dev, s, a, pt]
             return
         if s not in extended:
-            diff = abs(a - pt)
+            diff: Number = abs(a - pt)  # type: ignore[assignment]  # as above
             if not diff > best[0]:
                 return
             mp, rest = max_path(s, L - len(s))
@@ -126,7 +129,7 @@ class Report:
     cycle: CycleLaw
     deviation: Deviation
     seconds: float
-    extras: dict = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def lossless(self) -> bool:
@@ -135,12 +138,12 @@ class Report:
         return float(self.deviation.value) <= FLOAT_TOLERANCE
 
     @property
-    def tau(self):
+    def tau(self) -> Number:
         return self.cycle.tau()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         ex = self.inst.exact
-        f = lambda x: fmt_number(x, ex)  # noqa: E731
+        f: Callable[[Number], str | float] = lambda x: fmt_number(x, ex)  # noqa: E731
         law = {" ".join(map(str, o)): f(pr) for o, pr in sorted(self.cycle.law.items()) if pr != 0}
         out = {
             "lossless": self.lossless,
@@ -173,7 +176,7 @@ def cycle_law(inst: Instance, enumerator: str = "classes", deadline: Deadline | 
 
 def certify(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
             count_draws: bool = True, count_seconds: float | None = None) -> Report:
-    """Cycle law, deviation from p_T over V^(D+1), tau: everything SPEC 5 certifies."""
+    """Cycle law, deviation from p_T over V^(D+1), tau: everything docs/spec.md §5 certifies."""
     t0 = time.perf_counter()
     law = cycle_law(inst, enumerator, deadline, count_draws, count_seconds)
     dev = max_deviation(inst, law.law)

@@ -1,4 +1,5 @@
-"""The equivalence-class enumerator: same answer as ``naive_cycle_law``, far fewer branches.
+"""The equivalence-class enumerator (docs/spec.md §5): same answer as ``naive_cycle_law``, far
+fewer branches.
 
 It builds T_R like ``tree.build_tree`` but merges joint draws that cannot lead to different
 labelled pruned trees, as early as it can:
@@ -17,7 +18,7 @@ labelled pruned trees, as early as it can:
 
 Each finished branch is a set of joint draws with one labelled pruned tree; branches with
 equal trees are merged, and each distinct tree (a *class*) is verified once:
-E[...] = sum over classes of P(class) * law(class) (SPEC 5). Skipping dead expansions hides
+E[...] = sum over classes of P(class) * law(class) (docs/spec.md §5). Skipping dead expansions hides
 their draws, so ``joint_draws`` is counted by a second pass without skipping
 (``count_joint_draws``), which has no verification in it and multiplies the last layer's
 draws in without branching (nothing is expanded after them).
@@ -25,11 +26,17 @@ draws in without branching (nothing is expanded after them).
 from __future__ import annotations
 
 from itertools import product
+from typing import Callable
 
 from .cycle import CycleLaw, Deadline, Timeout
-from .instance import Instance
-from .tree import LabelledTree, Node, children_of
-from .verify import verification_law
+from .instance import Instance, NodeLaws
+from .numbers import Number
+from .params import Prefix
+from .tree import Label, LabelledTree, Node, OrderKey, children_of
+from .verify import Output, verification_law
+
+GroupSpec = tuple[list[int], list[Number], Number]  # (tokens, their masses r(Y), the total mass)
+Leaf = Callable[[list[Label], Number, int], None]  # (labelled nodes, probability, joint draws) of a branch
 
 
 class _Group:
@@ -37,14 +44,20 @@ class _Group:
 
     __slots__ = ("tokens", "masses", "total")
 
-    def __init__(self, tokens, masses, total):
+    def __init__(self, tokens: list[int], masses: list[Number], total: Number) -> None:
         self.tokens, self.masses, self.total = tokens, masses, total
 
 
 class _State:
     __slots__ = ("recorded", "layer", "queue", "d", "prob", "mult")
+    recorded: list[Node]
+    layer: list[Node]
+    queue: list[Node | None]  # None: the root
+    d: int
+    prob: Number
+    mult: int
 
-    def copy(self):
+    def copy(self) -> _State:
         s = _State()
         s.recorded, s.layer, s.queue = list(self.recorded), list(self.layer), list(self.queue)
         s.d, s.prob, s.mult = self.d, self.prob, self.mult
@@ -54,8 +67,14 @@ class _State:
 _ROOT = None
 
 
+def _group(n: Node) -> _Group:
+    """The group a lazy sample node carries where its token id would be (``_Explorer._apply``)."""
+    return n.token  # type: ignore[return-value]  # the one place a Node's token is not an int
+
+
 class _Explorer:
-    def __init__(self, inst: Instance, skip_dead: bool, on_leaf, deadline=None, count_only: bool = False):
+    def __init__(self, inst: Instance, skip_dead: bool, on_leaf: Leaf, deadline: Deadline | None = None,
+                 count_only: bool = False) -> None:
         self.inst = inst
         self.count_only = count_only
         self.c = inst.config
@@ -64,18 +83,18 @@ class _Explorer:
         self.deadline = deadline
         self.leaves = 0
         self.group = self.c.tie_break == "slot"
-        self._groups_at: dict = {}  # prefix -> draw groups (a function of the prefix only)
+        self._groups_at: dict[Prefix, list[GroupSpec]] = {}  # prefix -> draw groups (a function of the prefix only)
 
     @staticmethod
-    def key(n):
+    def key(n: Node) -> OrderKey:
         return n.key
 
-    def run(self):
+    def run(self) -> None:
         st = _State()
         st.recorded, st.layer, st.queue, st.d, st.prob, st.mult = [], [], [_ROOT], 1, self.inst.one, 1
         self._run(st)
 
-    def _dead(self, v: Node, recorded) -> bool:
+    def _dead(self, v: Node, recorded: list[Node]) -> bool:
         kv = v.key
         ahead = 0
         for n in recorded:
@@ -85,13 +104,13 @@ class _Explorer:
                     return True
         return False
 
-    def _groups(self, laws):
+    def _groups(self, laws: NodeLaws) -> list[GroupSpec]:
         groups = self._groups_at.get(laws.prefix)
         if groups is None:
             groups = self._groups_at[laws.prefix] = self._make_groups(laws)
         return groups
 
-    def _make_groups(self, laws):
+    def _make_groups(self, laws: NodeLaws) -> list[GroupSpec]:
         f = laws.fill_count
         pos = {u: i for i, u in enumerate(laws.residual_support)}
         singles = [([u], [m], m) for u, m in laws.draws if pos[u] < f or not self.group]
@@ -101,7 +120,7 @@ class _Explorer:
         if not tail:
             return singles
         if laws.proxy is None:  # "self" proxy: the factor q(Y) must agree inside a group
-            by_q: dict = {}
+            by_q: dict[Number, list[tuple[int, Number]]] = {}
             for u, m in tail:
                 by_q.setdefault(laws.q[u], []).append((u, m))
             parts = list(by_q.values())
@@ -112,14 +131,16 @@ class _Explorer:
             singles.append(([u for u, _ in part], [m for _, m in part], total))
         return singles
 
-    def _apply(self, st: _State, v, group) -> None:
+    def _apply(self, st: _State, v: Node | None, group: GroupSpec) -> None:
         tokens, masses, total = group
         kids = children_of(self.inst, v, tokens[0])
         if len(tokens) > 1:
             # only in slot tie-break mode, where a node's key does not read its tokens,
-            # so the key made with tokens[0] holds for every member of the group
+            # so the key made with tokens[0] holds for every member of the group;
+            # the group stands in for the sample's token id (see _group)
             g = _Group(tokens, masses, total)
-            kids = [n._replace(prefix=n.prefix[:-1] + (g,)) if n.kind == "sample" else n for n in kids]
+            kids = [n._replace(prefix=n.prefix[:-1] + (g,)) if n.kind == "sample" else n  # type: ignore[operator]
+                    for n in kids]
             st.mult *= len(tokens)
         st.prob = st.prob * total
         st.layer.extend(kids)
@@ -165,7 +186,7 @@ class _Explorer:
                     self._run(st2)
                 return
             if st.d < c.depth:
-                st.queue = sorted(st.layer, key=self.key)[: c.B][::-1]
+                st.queue = sorted(st.layer, key=self.key)[: c.B][::-1]  # type: ignore[assignment]  # no root here
                 st.layer = []
                 st.d += 1
                 continue
@@ -184,10 +205,10 @@ class _Explorer:
             return
         size = 1
         for n in lazy:
-            size *= len(n.token.tokens)
+            size *= len(_group(n).tokens)
         mult = st.mult // size
-        options = [[(n.slot_path, t, n.kind, mass / n.token.total) for t, mass in zip(n.token.tokens, n.token.masses)]
-                   for n in lazy]
+        options = [[(n.slot_path, t, n.kind, mass / _group(n).total)
+                    for t, mass in zip(_group(n).tokens, _group(n).masses)] for n in lazy]
         for combo in product(*options):
             prob = st.prob
             for *_, share in combo:
@@ -195,12 +216,12 @@ class _Explorer:
             self.on_leaf(fixed + [(p, t, k) for p, t, k, _ in combo], prob, mult)
 
 
-def count_joint_draws(inst: Instance, deadline=None) -> int:
+def count_joint_draws(inst: Instance, deadline: Deadline | None = None) -> int:
     """The number of joint draws (r(Y) > 0 at every expansion that happens), without
     enumerating them one by one: lazy groups carry their multiplicity."""
     total = 0
 
-    def leaf(nodes, prob, mult):
+    def leaf(nodes: list[Label], prob: Number, mult: int) -> None:
         nonlocal total
         total += mult
 
@@ -209,21 +230,21 @@ def count_joint_draws(inst: Instance, deadline=None) -> int:
     return total
 
 
-def class_cycle_law(inst: Instance, count_draws: bool = True, deadline=None,
+def class_cycle_law(inst: Instance, count_draws: bool = True, deadline: Deadline | None = None,
                     count_seconds: float | None = None) -> CycleLaw:
     """The cycle law summed over classes (distinct labelled pruned trees).
 
     Counting joint draws grows exponentially with depth; with ``count_seconds`` it stops
     after that long and ``joint_draws`` is None (the law itself is unaffected)."""
-    trees: dict = {}
+    trees: dict[LabelledTree, Number] = {}
 
-    def leaf(nodes, prob, mult):
+    def leaf(nodes: list[Label], prob: Number, mult: int) -> None:
         t = LabelledTree(nodes)
         trees[t] = trees.get(t, 0) + prob
 
     ex = _Explorer(inst, skip_dead=True, on_leaf=leaf, deadline=deadline)
     ex.run()
-    law: dict = {}
+    law: dict[Output, Number] = {}
     for i, (tree, pt) in enumerate(trees.items()):
         if deadline is not None:
             deadline.check(i, "classes verified")

@@ -1,4 +1,5 @@
-"""The naive enumerator: every joint draw of the Y's, one tree and one verification each.
+"""The naive enumerator (docs/spec.md §5): every joint draw of the Y's, one tree and one
+verification each.
 
 This is the specification in code; ``enumerate_classes`` must agree with it exactly.
 """
@@ -6,15 +7,16 @@ from __future__ import annotations
 
 from .choices import enumerate_choices
 from .instance import Instance
-from .tree import build_tree
-from .verify import verification_law
-from .cycle import CycleLaw
+from .numbers import Number
+from .tree import LabelledTree, build_tree
+from .verify import Output, verification_law
+from .cycle import CycleLaw, Deadline
 
 
-def naive_cycle_law(inst: Instance, deadline=None) -> CycleLaw:
+def naive_cycle_law(inst: Instance, deadline: Deadline | None = None) -> CycleLaw:
     """E over every joint draw (r(Y) > 0) of Pr(O = o | tree), summed draw by draw."""
-    law: dict = {}
-    trees = set()
+    law: dict[Output, Number] = {}
+    trees: set[LabelledTree] = set()
     draws = 0
     for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), inst.one):
         draws += 1
