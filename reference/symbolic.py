@@ -1,4 +1,4 @@
-"""A symbolic proof of Theorem 3 on a region (sympy).
+"""A symbolic proof of Theorem 3 on a region (sympy; docs/spec.md §5).
 
 The engine only uses + - * /, integer powers and comparisons on its numbers, so it runs on
 ``Shadow`` numbers: a sympy expression in the free parameters together with its value at
@@ -18,63 +18,66 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Sequence, Union
 
-import sympy
+import sympy  # type: ignore[import-untyped]  # sympy ships no type hints: its objects are Any here
 
 from .enumerate_classes import class_cycle_law
 from .instance import Instance, Table
 from .params import Params
 from .theorem3 import theorem3_alpha
 
+Operand = Union["Shadow", Fraction, int]  # what a Shadow computes with: another Shadow or an exact number
+
 
 class Shadow:
     __slots__ = ("expr", "val", "log")
 
-    def __init__(self, expr, val: Fraction, log: list):
+    def __init__(self, expr: sympy.Expr, val: Fraction, log: list[sympy.Basic]) -> None:
         self.expr, self.val, self.log = expr, val, log
 
-    def _lift(self, other):
+    def _lift(self, other: Operand) -> Shadow:
         if isinstance(other, Shadow):
             return other
         v = Fraction(other)
         return Shadow(sympy.Rational(v.numerator, v.denominator), v, self.log)
 
-    def __add__(self, o):
+    def __add__(self, o: Operand) -> Shadow:
         o = self._lift(o)
         return Shadow(self.expr + o.expr, self.val + o.val, self.log)
 
     __radd__ = __add__
 
-    def __sub__(self, o):
+    def __sub__(self, o: Operand) -> Shadow:
         o = self._lift(o)
         return Shadow(self.expr - o.expr, self.val - o.val, self.log)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: Operand) -> Shadow:
         return self._lift(o) - self
 
-    def __mul__(self, o):
+    def __mul__(self, o: Operand) -> Shadow:
         o = self._lift(o)
         return Shadow(self.expr * o.expr, self.val * o.val, self.log)
 
     __rmul__ = __mul__
 
-    def __truediv__(self, o):
+    def __truediv__(self, o: Operand) -> Shadow:
         o = self._lift(o)
         return Shadow(self.expr / o.expr, self.val / o.val, self.log)
 
-    def __rtruediv__(self, o):
+    def __rtruediv__(self, o: Operand) -> Shadow:
         return self._lift(o) / self
 
-    def __neg__(self):
+    def __neg__(self) -> Shadow:
         return Shadow(-self.expr, -self.val, self.log)
 
-    def __pow__(self, k: int):
+    def __pow__(self, k: int) -> Shadow:
         return Shadow(self.expr**k, self.val**k, self.log)
 
-    def __abs__(self):
+    def __abs__(self) -> Shadow:
         return self if self >= 0 else -self
 
-    def _sign(self, o) -> int:
+    def _sign(self, o: Operand) -> int:
         o = self._lift(o)
         diff = sympy.cancel(sympy.together(self.expr - o.expr))
         s = (self.val > o.val) - (self.val < o.val)
@@ -85,67 +88,70 @@ class Shadow:
             self.log.append(rel)
         return s
 
-    def __lt__(self, o):
+    def __lt__(self, o: Operand) -> bool:
         return self._sign(o) < 0
 
-    def __le__(self, o):
+    def __le__(self, o: Operand) -> bool:
         return self._sign(o) <= 0
 
-    def __gt__(self, o):
+    def __gt__(self, o: Operand) -> bool:
         return self._sign(o) > 0
 
-    def __ge__(self, o):
+    def __ge__(self, o: Operand) -> bool:
         return self._sign(o) >= 0
 
-    def __eq__(self, o):
+    def __eq__(self, o: Operand) -> bool:  # type: ignore[override]  # compares with numbers only
         return self._sign(o) == 0
 
-    def __ne__(self, o):
+    def __ne__(self, o: Operand) -> bool:  # type: ignore[override]  # compares with numbers only
         return self._sign(o) != 0
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self._sign(0) != 0
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.val)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Shadow({self.expr} @ {self.val})"
 
 
 @dataclass
 class Theorem3Proof:
     holds: bool  # enumeration - closed form simplified to 0 on the region
-    enumerated: object  # sympy expression of alpha from the enumeration
-    closed_form: object  # sympy expression of alpha from Theorem 3
-    region: list  # the recorded sign conditions (sympy relations)
-    symbols: tuple
+    enumerated: sympy.Expr  # alpha from the enumeration
+    closed_form: sympy.Expr  # alpha from Theorem 3
+    region: list[sympy.Basic]  # the recorded sign conditions (sympy relations)
+    symbols: tuple[sympy.Symbol, ...]
 
     def region_text(self) -> list[str]:
         return [str(r) for r in self.region]
 
 
-def _symbolic_law(name: str, witness, log):
+def _symbolic_law(name: str, witness: Sequence[Fraction | int],
+                  log: list[sympy.Basic]) -> tuple[tuple[sympy.Symbol, ...], tuple[Shadow, ...]]:
     """Free symbols for every entry but the last, which is 1 minus the others."""
     syms = sympy.symbols(f"{name}0:{len(witness) - 1}", positive=True)
     exprs = list(syms) + [1 - sum(syms)]
     return syms, tuple(Shadow(e, Fraction(w), log) for e, w in zip(exprs, witness))
 
 
-def prove_theorem3(witness_p, witness_q, K: int, m: int, budget: int | None = None) -> Theorem3Proof:
+def prove_theorem3(witness_p: Sequence[Fraction | int], witness_q: Sequence[Fraction | int], K: int, m: int,
+                   budget: int | None = None) -> Theorem3Proof:
     """Prove Theorem 3 symbolically on the region of (p, q) around a witness point.
 
     ``witness_p`` and ``witness_q`` are rational vectors (the same length n); K, m and the
     budget fix the rheo configuration at depth 1, temperature 1.
     """
-    log: list = []
+    log: list[sympy.Basic] = []
     n = len(witness_p)
     ps, p = _symbolic_law("p", witness_p, log)
     qs, q = _symbolic_law("q", witness_q, log)
     config = Params(policy="rheo", K=K, m=m, depth=1, budget=budget or K)
-    inst = Instance(n, Table.constant("target", p), Table.constant("draft", q), config)
-    enumerated = class_cycle_law(inst, count_draws=False).root_acceptance()
-    closed = theorem3_alpha(inst)
+    # Shadows stand in for the Fractions the engine is typed for (the module docstring says why that works)
+    inst = Instance(n, Table.constant("target", p), Table.constant("draft", q), config)  # type: ignore[arg-type]
+    enumerated: Shadow = class_cycle_law(inst, count_draws=False).root_acceptance()  # type: ignore[assignment]
+    closed: Shadow = theorem3_alpha(inst)  # type: ignore[assignment]
     diff = sympy.cancel(sympy.together(enumerated.expr - closed.expr))
     return Theorem3Proof(diff == 0, sympy.simplify(enumerated.expr), sympy.simplify(closed.expr),
                          list(log), ps + qs)

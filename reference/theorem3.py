@@ -1,11 +1,11 @@
-"""Single-layer acceptance: Theorem 3's closed form and the per-node optimum (SPEC section 5).
+"""Single-layer acceptance: Theorem 3's closed form and the per-node optimum (docs/spec.md §5).
 
 - ``theorem3_alpha``: alpha = Pr(first token accepted) at D = 1 from the closed form
   alpha = 1 - beta + P_L + (1/beta) sum_y (r(y) - p(y))^+ sum_{f in F(y)} (p(f) - r(f))^+
   (alpha = 1 when beta = 0; Top-K: sum_{i<=K} p(x_i)). Our derivation: at D = 1 the
   survivors are the first R slots of the root's pool, so a budget R < K keeps the leads
   x_1..x_min(R,m), the sample when R > m, and the first R-m-1 fills; the formula is applied
-  with those sets (R >= pool size is the SPEC's statement).
+  with those sets (docs/spec.md §5 states both).
 - ``child_set_law``: the law of the set of surviving root children.
 - ``per_node_optimum_lp``: max Pr(X in C) over couplings of X ~ p and C (scipy linprog).
 - ``per_node_optimum_exact``: the same optimum exactly, by max-flow/min-cut duality:
@@ -14,12 +14,16 @@
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import linprog
 
 from .instance import Instance
-from .numbers import positive_part_difference
+from .numbers import Number, positive_part_difference
+from .tree import LabelledTree, SlotPath
+
+ChildSets = Mapping[frozenset[int], Number]  # the law of a node's set of surviving child tokens
 
 
 def theorem3_applies(inst: Instance) -> bool:
@@ -32,7 +36,7 @@ def theorem3_applies(inst: Instance) -> bool:
             and c.tie_break == "slot")
 
 
-def theorem3_alpha(inst: Instance):
+def theorem3_alpha(inst: Instance) -> Number:
     """The closed-form root acceptance rate (D = 1). Raises ValueError if it does not apply."""
     if not theorem3_applies(inst):
         raise ValueError("Theorem 3 covers depth 1 with policy topk, or rheo with the rheo proxy, "
@@ -44,11 +48,13 @@ def theorem3_alpha(inst: Instance):
     R = c.budget
     if c.policy == "topk":
         return sum((p[x] for x in laws.leads[:R]), zero)
+    assert c.m is not None  # Params requires m when policy is "rheo"
     leads = laws.leads[:R]
     p_lead = sum((p[x] for x in leads), zero)
     if not laws.draws or R <= c.m:
         return p_lead
     r = laws.residual
+    assert r is not None  # there are draws, so the residual support is not empty
     excess = positive_part_difference(p, r)  # (p - r)^+
     beta = sum(excess[1:], excess[0])
     if beta == 0:
@@ -62,17 +68,17 @@ def theorem3_alpha(inst: Instance):
     return 1 - beta + p_lead + s / beta
 
 
-def child_set_law(trees: dict, path: tuple = ()) -> dict:
+def child_set_law(trees: Mapping[LabelledTree, Number], path: SlotPath = ()) -> dict[frozenset[int], Number]:
     """{frozenset of surviving child tokens of the node at ``path``: probability}, from a
     class enumeration's {labelled tree: probability}."""
-    out: dict = {}
+    out: dict[frozenset[int], Number] = {}
     for tree, pr in trees.items():
         kids = frozenset(t for _, t, _ in tree.children(path))
         out[kids] = out.get(kids, 0) + pr
     return out
 
 
-def per_node_optimum_lp(p, sets: dict) -> float:
+def per_node_optimum_lp(p: Sequence[Number], sets: ChildSets) -> float:
     """max Pr(X in C) over couplings of X ~ p and C ~ ``sets`` (scipy HiGHS)."""
     n = len(p)
     cs = list(sets)
@@ -95,10 +101,10 @@ def per_node_optimum_lp(p, sets: dict) -> float:
     res = linprog(cost, A_eq=np.array(a_eq), b_eq=np.array(b_eq), bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"linprog failed: {res.message}")
-    return -res.fun
+    return -res.fun  # type: ignore[no-any-return]  # scipy is untyped
 
 
-def per_node_optimum_exact(p, sets: dict):
+def per_node_optimum_exact(p: Sequence[Number], sets: ChildSets) -> Number:
     """The same optimum in exact arithmetic: min over A subset of V of p(A) + Pr(C not in A)."""
     zero = p[0] * 0
     relevant = sorted(set().union(*sets)) if sets else []
