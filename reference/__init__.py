@@ -1,4 +1,4 @@
-"""rheo.reference: the exact RheoSampling engine (SPEC sections 1-7).
+"""rheo.reference: the exact RheoSampling engine (docs/spec.md §0-§8).
 
 Glossary (the paper's words): *lead* x_1..x_m deterministic top tokens; *sample* Y drawn from
 the *residual* law r beyond the leads; *fill* the best-ranked residual tokens after Y;
@@ -29,6 +29,6 @@ __all__ = [
     "NodeLaws", "Params", "Proxy", "Report", "Table", "TargetFilters", "Temperature", "Timeout", "Tree",
     "UniformChooser", "Uniforms", "build_tree", "certify", "class_cycle_law", "continued_sequence_law",
     "count_joint_draws", "cycle_law", "enumerate_choices", "make_instance", "max_deviation",
-    "naive_cycle_law", "order_key", "parse_prefix", "prefix_key", "simulate_cycle", "steps_at", "target_sequence_probability",
-    "verification_law", "walk",
+    "naive_cycle_law", "order_key", "parse_prefix", "prefix_key", "simulate_cycle", "steps_at",
+    "target_sequence_probability", "verification_law", "walk",
 ]

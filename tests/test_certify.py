@@ -1,4 +1,4 @@
-"""SPEC section 5: the deviation search equals the brute-force continued law; float64 agrees
+"""docs/spec.md §5: the deviation search equals the brute-force continued law; float64 agrees
 with exact arithmetic."""
 from hypothesis import given
 

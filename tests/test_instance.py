@@ -1,4 +1,4 @@
-"""SPEC section 2: the candidate pool of one expanded node."""
+"""docs/spec.md §2: the candidate pool of one expanded node."""
 from fractions import Fraction as F
 
 import pytest

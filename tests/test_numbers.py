@@ -1,4 +1,4 @@
-"""SPEC sections 0-1: parsing, temperature, truncation and the target filters."""
+"""docs/spec.md §0-§1: parsing, temperature, truncation and the target filters."""
 from decimal import Decimal
 from fractions import Fraction as F
 

@@ -1,4 +1,4 @@
-"""SPEC section 7: the simulator consumes uniforms exactly as specified, and its decision
+"""docs/spec.md §7: the simulator consumes uniforms exactly as specified, and its decision
 structure has exactly the cycle law."""
 from fractions import Fraction as F
 
