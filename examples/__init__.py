@@ -1,1 +1,1 @@
-"""Example implementations of the ``rheo gate --impl`` protocol (see README)."""
+"""Example implementations of the ``rheo gate --impl`` protocol (see docs/gate.md)."""

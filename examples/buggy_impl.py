@@ -6,10 +6,10 @@
 - ``TokenTieBreak``: the tree builder ranks nodes with equal scores by their *token* path
   (what ``sorted`` over (score, tokens) or a top-k over flattened token ids gives you).
   Which equal-score node survives pruning then depends on the drawn token, so survival
-  carries information about Y and the verifier's law for it is wrong (SPEC 3).
+  carries information about Y and the verifier's law for it is wrong (docs/spec.md §3).
 - ``ReusedUniform``: the verifier flips the first deterministic child's coin with the
   sample's uniform (one uniform per depth instead of one per decision), so the two
-  decisions are correlated (SPEC 7).
+  decisions are correlated (docs/spec.md §7).
 """
 from __future__ import annotations
 

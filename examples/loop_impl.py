@@ -1,11 +1,11 @@
-"""A plain per-node implementation of RheoSampling, written from SPEC.md alone.
+"""A plain per-node implementation of RheoSampling, written from docs/spec.md alone.
 
 It imports nothing from ``rheo``: it is what a serving-engine author would write, one node
 at a time with numpy, and it implements the two entry points of the ``rheo gate --impl``
-protocol (README "Is my implementation lossless?"):
+protocol (docs/gate.md, "Checking another implementation"):
 
-- ``build_tree(draft_logits, config, temperature, u_draw) -> dict``   (SPEC 1-3, 7)
-- ``verify(tree, target_logits, config, temperature, uniforms) -> dict`` (SPEC 0, 4, 7)
+- ``build_tree(draft_logits, config, temperature, u_draw) -> dict``   (docs/spec.md §1-§3, §7)
+- ``verify(tree, target_logits, config, temperature, uniforms) -> dict`` (docs/spec.md §0, §4, §7)
 
     rheo gate --impl examples.loop_impl:LoopImplementation      # passes
 
@@ -50,7 +50,7 @@ def tempered(logits: np.ndarray, temperature: float, support: list[int]) -> np.n
 
 
 def inverse_cdf(order: list[int], probs: np.ndarray, u: float) -> int:
-    """The first token of ``order`` whose cumulative mass exceeds u (SPEC 7)."""
+    """The first token of ``order`` whose cumulative mass exceeds u (docs/spec.md §7)."""
     cum, chosen = 0.0, None
     for t in order:
         if probs[t] > 0:
@@ -64,11 +64,11 @@ def inverse_cdf(order: list[int], probs: np.ndarray, u: float) -> int:
 class LoopImplementation:
     """Tree builder and verifier, one node at a time."""
 
-    # ---- SPEC 3: the order key ----
+    # ---- docs/spec.md §3: the order key ----
     def order_key(self, node: dict) -> tuple:
         return (-node["score"], len(node["slot_path"]), node["slot_path"])
 
-    # ---- SPEC 1-2: one expansion ----
+    # ---- docs/spec.md §1-§2: one expansion ----
     def draft_law(self, logits: np.ndarray, config: dict) -> np.ndarray:
         """Sparse truncation (keep draft_top_k logits, ties -> lower id), then softmax."""
         k = config.get("draft_top_k")
@@ -113,7 +113,7 @@ class LoopImplementation:
             child(m + 1 + j, x, FILL, q[x])
         return kids
 
-    # ---- SPEC 3: the dynamic tree ----
+    # ---- docs/spec.md §3: the dynamic tree ----
     def build_tree(self, draft_logits, config: dict, temperature: float, u_draw) -> dict:
         D, B, R = config["depth"], config["beam"], config["budget"]
         root = {"path": (), "slot_path": (), "score": 1.0}
@@ -150,7 +150,7 @@ class LoopImplementation:
             "sample_probs": sample_probs,
         }
 
-    # ---- SPEC 0: the target law ----
+    # ---- docs/spec.md §0: the target law ----
     def target_law(self, logits: np.ndarray, config: dict, temperature: float) -> np.ndarray:
         p = tempered(logits, temperature, np.flatnonzero(np.isfinite(logits)).tolist())
         k, top_p, min_p = config.get("target_top_k"), config.get("target_top_p"), config.get("target_min_p")
@@ -172,7 +172,7 @@ class LoopImplementation:
             p = p / p.sum()
         return p
 
-    # ---- SPEC 4: RheoVerification ----
+    # ---- docs/spec.md §4: RheoVerification ----
     def coin_uniform(self, uniforms: dict, d: int, step: int, stochastic: bool) -> float:
         """The uniform of a coin: u_sample[d], or u_det[d][j] for the j-th deterministic child."""
         return float(uniforms["u_sample"][d]) if stochastic else float(uniforms["u_det"][d][step])

@@ -15,7 +15,7 @@
 # # The paper's {A, B, C} example: the rheo proxy against an ad-hoc constant proxy
 #
 # Vocabulary {A, B, C} = {0, 1, 2}; draft q = (1/2, 3/10, 1/5) and target p = (1/5, 1/2, 3/10)
-# at every prefix; K = 3 slots, m = 1 lead, depth 1, budget R = 2 (SPEC section 6).
+# at every prefix; K = 3 slots, m = 1 lead, depth 1, budget R = 2 (docs/spec.md §6).
 #
 # The lead is A. The sample Y is drawn from the residual law r = (0, 3/5, 2/5) and the fill
 # is the other residual token. With the **rheo proxy** min(q(A), 1 - q(A)) = 1/2 the sample
@@ -46,7 +46,7 @@ for name, r in reports.items():
 print(f"{'target p':>20}: {[str(x) for x in target]}")
 
 # %% [markdown]
-# The SPEC's numbers: the rheo proxy reproduces p exactly; the constant proxy gives
+# The spec's numbers (docs/spec.md §6): the rheo proxy reproduces p exactly; the constant proxy gives
 # (9/50, 7/10, 3/25), a first-token deviation of 1/5, and a largest deviation of 1/10 over
 # the sequences of length D + 1 = 2.
 

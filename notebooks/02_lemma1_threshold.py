@@ -20,7 +20,7 @@
 # whether the sample survives pruning depends on which token was drawn.
 #
 # We sweep a constant proxy c over (0, 1] on a family of instances and compute the exact
-# largest deviation max |continued - p_T| over all sequences of length D + 1 (SPEC 5). The
+# largest deviation max |continued - p_T| over all sequences of length D + 1 (docs/spec.md §5). The
 # deviation should be 0 from c = q(x_{m+1}) up, and positive just below it.
 
 # %%

@@ -14,7 +14,7 @@
 # %% [markdown]
 # # Wrong verifiers and wrong trees, each with its minimal counterexample
 #
-# Each variant below is something an implementer could plausibly write (SPEC sections 2-4).
+# Each variant below is something an implementer could plausibly write (docs/spec.md §2-§4).
 # For each we load the shrunk counterexample saved in `cases/` (found by Hypothesis, the
 # same one `rheo gate` replays), certify it exactly, and certify the same case with the
 # correct choice. The correct one is lossless; the variant is not, and we show where.
@@ -87,7 +87,7 @@ print("first-token law, variant:", [str(x) for x in certify(inst).cycle.first_to
 # ## `class_law`: lossless and LP-optimal at depth 1, lossy at depth 2
 #
 # At one node, the best acceptance any lossless verifier can reach, given the law of the
-# set of surviving children, is a transport LP (SPEC 5; solved exactly by min-cut duality in
+# set of surviving children, is a transport LP (docs/spec.md §5; solved exactly by min-cut duality in
 # `per_node_optimum_exact`). RheoVerification can fall short of it when fills are present,
 # because the fill set depends on Y. The class-law verifier closes that gap at depth 1: it
 # is lossless there and reaches the optimum. At depth 2 the number of surviving fills

@@ -68,7 +68,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# What to look for (the paper's temperature claims, SPEC section 1): at T = 0 the residual
+# What to look for (the paper's temperature claims, docs/spec.md §1): at T = 0 the residual
 # law is the one-hot on the best non-lead token, so m = 0 builds exactly the Top-K tree (the
 # same tau), while m >= 1 keeps Top-K's candidates but its proxy can reorder the tree. At
 # T > 0 the stochastic slot lets the tree reach the tail of the draft law; whether that
@@ -82,7 +82,7 @@ assert tau["Rheo m=0", "0"] == tau["Top-K", "0"]
 # ## Theorem 3: the single-layer acceptance rate in closed form
 #
 # At depth 1 with the budget covering the pool, alpha = Pr(first token accepted) has the
-# closed form of SPEC 5, and tau = 1 + alpha. The curve is the closed form as the draft
+# closed form of docs/spec.md §5, and tau = 1 + alpha. The curve is the closed form as the draft
 # improves (lam from 0 to 1); the dots are the enumeration. They agree exactly at every
 # point, and Top-K's sum_{i<=K} p(x_i) is shown for comparison.
 

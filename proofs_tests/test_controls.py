@@ -1,4 +1,4 @@
-"""Every wrong-on-purpose variant (SPEC 2-4) has a counterexample that Hypothesis finds
+"""Every wrong-on-purpose variant (docs/spec.md §2-§4) has a counterexample that Hypothesis finds
 and shrinks; the saved corpus holds one per control."""
 import json
 from pathlib import Path

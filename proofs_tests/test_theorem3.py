@@ -47,7 +47,7 @@ def test_theorem3_rheo_reaches_lp_bound_without_fills(case):
 
 
 def test_theorem3_rheo_falls_short_of_the_optimum_with_fills():
-    """SPEC 5: with fills the deterministic set depends on Y, and RheoVerification can stay
+    """docs/spec.md §5: with fills the deterministic set depends on Y, and RheoVerification can stay
     below the per-node optimum (class_law closes the gap at depth 1)."""
     from hypothesis import Phase, find, settings
 

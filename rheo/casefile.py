@@ -1,4 +1,4 @@
-"""Case files (SPEC section 8): read, validate and turn into an Instance.
+"""Case files (docs/spec.md §8): read, validate and turn into an Instance.
 
 Structure is checked against ``case.schema.json`` with ``jsonschema``; meaning (vector
 lengths, sums, m < K, exact temperatures, ...) is checked here. Every problem raises
@@ -24,7 +24,7 @@ from rheo.reference.params import Params, parse_prefix
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    return json.loads(resources.files("rheo.reference").joinpath("case.schema.json").read_text())
+    return json.loads(resources.files("rheo.reference").joinpath("case.schema.json").read_text(encoding="utf-8"))
 
 
 def _field_name(path) -> str:
@@ -128,9 +128,11 @@ def parse_case_text(text: str, source: str = "case") -> dict:
 def read_case(path) -> dict:
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise CaseError(str(path), f"cannot be read ({e.strerror}); give the path of a case JSON file") from None
+    except UnicodeDecodeError as e:
+        raise CaseError(str(path), f"is not UTF-8 text (byte {e.start}); a case file is JSON in UTF-8") from None
     return parse_case_text(text, str(path))
 
 
@@ -145,7 +147,7 @@ def builtin_examples() -> dict[str, dict]:
     folder = resources.files("rheo").joinpath("examples")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            out[entry.name[:-5]] = parse_case_text(entry.read_text(), entry.name)
+            out[entry.name[:-5]] = parse_case_text(entry.read_text(encoding="utf-8"), entry.name)
     return out
 
 

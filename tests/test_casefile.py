@@ -1,4 +1,4 @@
-"""SPEC section 8: case files, their schema and the errors on bad input."""
+"""docs/spec.md §8: case files, their schema and the errors on bad input."""
 import json
 
 import pytest

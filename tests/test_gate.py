@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rheo import gate
+from rheo.checks import gate
 from rheo.checks.corpus import Control
-from rheo.reference.generate import hashed_case
+from rheo.checks.outcome import PROFILES, Check, CheckResult
 from rheo.checks.strategies import cases
+from rheo.reference.generate import hashed_case
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = gate.Profile("tiny", "quick", 30, False, 20, 20_000, 40, 2000)
+SMOKE = PROFILES["smoke"]
 
 
 def rheo(*args, cwd=ROOT):
@@ -23,11 +24,13 @@ def rheo(*args, cwd=ROOT):
                           timeout=600)
 
 
-def test_quick_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
-    """The whole quick profile (the README's main job): every check passes, every negative
-    control is caught with a counterexample file that `rheo exact` reads as NOT lossless."""
+def test_smoke_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
+    """Every check of the gate through the CLI, at the smoke profile's toy sizes (the quick
+    profile's heavy samples run once, in tests/test_fastpath_statistical.py): every check
+    passes, every negative control is caught with a counterexample file, named as in the
+    corpus, that `rheo exact` reads as NOT lossless."""
     junit = tmp_path / "gate.xml"
-    r = rheo("gate", "--json", "--junit", str(junit), "--out", str(tmp_path / "out"))
+    r = rheo("gate", "--profile", "smoke", "--json", "--junit", str(junit), "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = json.loads(r.stdout)
     names = [c["name"] for c in out["checks"]]
@@ -36,6 +39,7 @@ def test_quick_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
     from rheo.checks.corpus import CONTROLS
     for control in CONTROLS:
         check = next(c for c in out["checks"] if c["name"] == f"control: {control.name}")
+        assert Path(check["counterexample"]).name == f"control-{control.name}.json"  # the corpus's name
         saved = json.loads(Path(check["counterexample"]).read_text())
         assert saved["expected"]["lossless"] is False
         again = rheo("exact", check["counterexample"], "--json")
@@ -46,17 +50,15 @@ def test_quick_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
     suite = ET.parse(junit).getroot()
     assert suite.get("tests") == str(len(names)) and suite.get("failures") == "0"
     assert "[1/" in r.stderr  # a progress line per check
-    print(f"quick gate: {out['summary']}")
+    print(f"smoke gate: {out['summary']}")
 
 
 def test_a_control_that_is_not_caught_fails_the_gate(tmp_path):
     """A "control" whose variant is the correct algorithm cannot be caught: the gate must
     say so and fail (a gate that cannot fire proves nothing)."""
-    import rheo.checks.corpus as corpus
     harmless = Control("sample_last", "the correct verifier (cannot be caught)", cases(policies=("rheo",), max_depth=1))
-    [res] = gate.run_checks([gate.control_check(harmless)], TINY, tmp_path)
+    [res] = gate.run_checks([gate.control_check(harmless)], SMOKE, tmp_path)
     assert res.verdict == "fail" and "NOT CAUGHT" in res.detail
-    assert corpus.CONTROLS_BY_NAME["sample_last"].strategy is not harmless.strategy
 
 
 def test_a_stale_corpus_file_fails_the_gate(tmp_path, monkeypatch):
@@ -65,7 +67,7 @@ def test_a_stale_corpus_file_fails_the_gate(tmp_path, monkeypatch):
     (tmp_path / "control-sample_last.json").write_text(json.dumps(saved))
     monkeypatch.setattr(gate, "corpus_dir", lambda: tmp_path)
     from rheo.checks.corpus import CONTROLS_BY_NAME
-    [res] = gate.run_checks([gate.control_check(CONTROLS_BY_NAME["sample_last"])], TINY, tmp_path / "out")
+    [res] = gate.run_checks([gate.control_check(CONTROLS_BY_NAME["sample_last"])], SMOKE, tmp_path / "out")
     assert res.verdict == "fail" and "no longer caught" in res.detail
 
 
@@ -74,7 +76,7 @@ def test_a_lossy_matrix_family_fails_with_a_case_file(tmp_path, monkeypatch):
     lossy = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
     monkeypatch.setattr(gate, "matrix_cases", lambda family, level: [hashed_case(3, 1, 1, policy="topk", K=2, budget=2),
                                                                      lossy])
-    [res] = gate.run_checks([gate.exact_matrix_check("rheo m=1")], TINY, tmp_path)
+    [res] = gate.run_checks([gate.exact_matrix_check("rheo m=1")], SMOKE, tmp_path)
     assert res.verdict == "fail" and "instance 2 of 2" in res.detail
     r = rheo("exact", res.counterexample, "--json")
     assert r.returncode == 1, r.stderr
@@ -105,13 +107,13 @@ def test_fastpath_checks_skip_without_torch_and_strict_fails(monkeypatch, capsys
 def test_a_crashing_check_is_a_failure(tmp_path):
     def boom(profile, progress):
         raise RuntimeError("kaput")
-    [res] = gate.run_checks([gate.Check("x", "g", boom)], TINY, tmp_path)
+    [res] = gate.run_checks([Check("x", "g", boom)], SMOKE, tmp_path)
     assert res.verdict == "fail" and "kaput" in res.detail
 
 
 def test_junit_xml_marks_failures_and_skips():
-    results = [gate.CheckResult("a", "g", "pass", 0.1, "fine"), gate.CheckResult("b", "g", "fail", 0.2, "broke", "x.json"),
-               gate.CheckResult("c", "g", "skip", 0.0, "no torch")]
+    results = [CheckResult("a", "g", "pass", 0.1, "fine"), CheckResult("b", "g", "fail", 0.2, "broke", "x.json"),
+               CheckResult("c", "g", "skip", 0.0, "no torch")]
     root = ET.fromstring(gate.junit_xml(results))
     assert root.get("tests") == "3" and root.get("failures") == "1" and root.get("skipped") == "1"
     cases_ = {c.get("name"): c for c in root}
@@ -141,7 +143,7 @@ def test_gate_help_teaches():
 
 
 def test_deep_profile_is_larger_than_quick():
-    q, d = gate.PROFILES["quick"], gate.PROFILES["deep"]
+    q, d = PROFILES["quick"], PROFILES["deep"]
     assert d.search_examples > q.search_examples and d.fast_cycles > q.fast_cycles and d.fresh_random
     assert len(gate.matrix_cases("rheo m=1", "deep")) > len(gate.matrix_cases("rheo m=1", "quick"))
 
@@ -154,11 +156,25 @@ def test_a_fastpath_difference_is_saved_replayable(tmp_path, monkeypatch):
     from rheo.checks.decisions import RequestCheck
     real = differential.check_example
     monkeypatch.setattr(differential, "check_example", lambda example, device="cpu": [RequestCheck("differs", "planted")])
-    [res] = gate.run_checks([gate.fast_decisions_check()], TINY, tmp_path)
+    [res] = gate.run_checks([gate.fast_decisions_check()], SMOKE, tmp_path)
     assert res.verdict == "fail" and "planted" in res.detail
     FILE = json.loads(Path(res.counterexample).read_text())
-    from rheo.fastpath import FastConfig, TargetFilters
-    c = FILE["config"]
-    checks = real({"case": (FILE["vocab_size"], FastConfig(**{**c, "filters": TargetFilters(**c["filters"])})),
-                   **FILE["example"]})
+    from rheo.reference import Params
+    assert "Params.from_case(FILE['config'])" in FILE["replay"]
+    checks = real({"case": (FILE["vocab_size"], Params.from_case(FILE["config"])), **FILE["example"]})
     assert len(checks) == 3 and all(ch.status in ("equal", "near") for ch in checks)
+
+
+def test_a_fastpath_counterexample_file_of_the_earlier_format_still_replays():
+    """Files written before the parameter schema was shared hold the FastConfig fields
+    (``filters``, a float ``proxy``); their replay line builds a FastConfig from them."""
+    pytest.importorskip("torch")
+    from rheo.checks.differential import check_example
+    from rheo.fastpath import FastConfig, TargetFilters
+    c = {"K": 2, "depth": 2, "budget": 3, "policy": "rheo", "m": 0, "beam": None, "draft_top_k": None,
+         "proxy": 0.6, "epsilon": 0.0, "tie_break": "slot", "verify": "rheo", "draft_law": "sampled",
+         "filters": {"top_k": None, "top_p": 0.9, "min_p": None}}
+    cfg = FastConfig(**{**c, "filters": TargetFilters(**c["filters"])})
+    assert cfg.proxy.kind == "constant" and cfg.target_filters.top_p == 0.9
+    checks = check_example({"case": (4, cfg), "seed": 3, "noise": 1.0, "zeros": 0.0, "temps": [1.0, 0.5, 0.0]})
+    assert len(checks) == 3

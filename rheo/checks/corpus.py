@@ -1,5 +1,5 @@
 """Negative controls: the wrong-on-purpose variants, Hypothesis searches that find and
-shrink their counterexamples, and the saved corpus under ``cases/`` (SPEC sections 2-4).
+shrink their counterexamples, and the saved corpus under ``cases/`` (docs/spec.md §2-§4).
 
 ``rheo.checks.corpus.refresh(folder)`` rewrites the corpus from fresh searches; the tests replay
 every saved file and check its expected deviation exactly, and check that each control
@@ -133,11 +133,11 @@ def corpus_entry(control: Control, case: dict) -> dict:
 
 
 def paper_example_entry() -> dict:
-    """The paper's {A,B,C} example with the ad-hoc constant proxy 1/4 (SPEC section 6)."""
+    """The paper's {A,B,C} example with the ad-hoc constant proxy 1/4 (docs/spec.md §6)."""
     case = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
     entry = corpus_entry(CONTROLS_BY_NAME["constant_proxy"], case)
     entry["name"] = "paper-abc-constant-proxy"
-    entry["description"] = ("The paper's worked example (SPEC section 6) with the ad-hoc constant proxy 1/4: "
+    entry["description"] = ("The paper's worked example (docs/spec.md §6) with the ad-hoc constant proxy 1/4: "
                             "first-token law (9/50, 7/10, 3/25) instead of (1/5, 1/2, 3/10).")
     return entry
 
@@ -148,12 +148,12 @@ def refresh(folder: str | Path = "cases") -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paper = folder / "paper-abc-constant-proxy.json"
-    paper.write_text(dump_case(paper_example_entry()))
+    paper.write_text(dump_case(paper_example_entry()), encoding="utf-8")
     written = [paper]
     for control in CONTROLS:
         case = find_counterexample(control)
         path = folder / f"control-{control.name}.json"
-        path.write_text(dump_case(corpus_entry(control, case)))
+        path.write_text(dump_case(corpus_entry(control, case)), encoding="utf-8")
         written.append(path)
         print(f"wrote {path}")
     return written

@@ -28,9 +28,14 @@ from rheo.checks.strategies import max_nodes
 from rheo.integrations.hf import MissingModel, chat_ids, gguf_path, load_target, require_hf
 from rheo.reference import certify
 from rheo.reference.generate import hashed_case
+from rheo.reference.params import PAPER_TREE
 
 INSTALL_TORCH = 'pip install "rheosampling[torch]"'
 REAL_PROMPT = "Tell me a short story about a robot."  # a first-token law of entropy 3.1 nats
+REAL_TREE = PAPER_TREE.replace(K=4, depth=3, budget=8)  # cheap cycles; the law does not depend on the tree's size
+REAL_POLICIES = {"rheo m=1": REAL_TREE, "topk": REAL_TREE.replace(policy="topk")}
+REAL_SECOND = 2  # (a) tests the second token given each of this many most frequent first tokens
+REAL_TESTS_PER_POLICY = 1 + REAL_SECOND + 1  # (a) first token, second tokens; (b) the 12th token
 
 
 # ---- the exact matrix ----
@@ -42,14 +47,20 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     """Generated exact cases of one lossless family: every temperature 0 / 1/2 / 1, sparse
     on and off, beams 1 and K, budgets from 1 to the full tree (every budget at depth 2;
     a spread at depth 3 in quick), some with zero-probability tokens."""
-    shapes = [(4, 3, 2), (4, 3, 3)] if level == "quick" else [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)]
+    shapes = {"smoke": [(4, 3, 2)], "quick": [(4, 3, 2), (4, 3, 3)],
+              "deep": [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)]}[level]
     policy, m = {"rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1), "rheo m=2": ("rheo", 2), "topk": ("topk", None),
                  MATRIX_FAMILIES[-1]: ("rheo", "variants")}[family]
     out, seed = [], 0
     for n, K, depth in shapes:
         for beam in sorted({1, 2, K}) if level == "deep" else (1, K):
             full = max_nodes(K, depth, beam)
-            budgets = range(1, full + 1) if level == "deep" or depth == 2 else sorted({1, 2, 3, K, K + 2, full // 2, full})
+            if level == "smoke":
+                budgets = sorted({1, 2, K, full})
+            elif level == "deep" or depth == 2:
+                budgets = range(1, full + 1)
+            else:
+                budgets = sorted({1, 2, 3, K, K + 2, full // 2, full})
             for budget in budgets:
                 for T in ("0", "1/2", "1"):
                     for sparse in (None, K):
@@ -118,7 +129,7 @@ def paper_example_check() -> Check:
         first = [str(x) for x in r.cycle.first_token_law(3)]
         ok = (not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"])
         return Outcome("pass" if ok else "fail",
-                       f"first-token law {first} (SPEC 6: 9/50, 7/10, 3/25), deviation {r.deviation.value} (SPEC: 1/10)")
+                       f"first-token law {first} (docs/spec.md §6: 9/50, 7/10, 3/25), deviation {r.deviation.value} (docs/spec.md: 1/10)")
     return Check("control: paper {A,B,C}, constant proxy 1/4", "negative control", run)
 
 
@@ -220,7 +231,7 @@ def real_model_check() -> Check:
     (K=4, D=3, R=8: cheap cycles; the law does not depend on the tree's size): (a) the
     first token and the second given the two most frequent first tokens, ``real_first``
     samples each; (b) the 12th token vs plain sampling, ``real_later`` samples per side.
-    alpha 1e-6 in all, split over the 8 tests."""
+    alpha 1e-6 in all, split over its 8 tests (``REAL_TESTS_PER_POLICY`` per policy)."""
     def run(profile: Profile, progress) -> Outcome:
         try:
             require_hf()
@@ -230,18 +241,17 @@ def real_model_check() -> Check:
         import torch
 
         from rheo.checks.real_model import first_tokens_check, later_token_check  # needs torch
-        from rheo.fastpath import FastConfig  # needs torch
         from rheo.integrations.eagle import load_head  # needs torch
         target, tok = load_target(quiet=True)
         head = load_head(target.config)
         torch.set_grad_enabled(False)
         prompt = chat_ids(tok, REAL_PROMPT)
-        alpha = FAMILY_ALPHA / 8
+        alpha = FAMILY_ALPHA / (REAL_TESTS_PER_POLICY * len(REAL_POLICIES))
         lines, data, bad = [], {}, None
-        for name, cfg in (("rheo m=1", FastConfig(K=4, depth=3, budget=8, policy="rheo", m=1)),
-                          ("topk", FastConfig(K=4, depth=3, budget=8, policy="topk"))):
+        for name, cfg in REAL_POLICIES.items():
             say = (lambda msg, n=name: progress(f"  {n}: {msg.strip()}")) if progress else None
-            a = first_tokens_check(target, head, prompt, cfg, profile.real_first, 3 * alpha, progress=say)
+            a = first_tokens_check(target, head, prompt, cfg, profile.real_first, (1 + REAL_SECOND) * alpha,
+                                   second=REAL_SECOND, progress=say)
             b = later_token_check(target, head, prompt, cfg, profile.real_later, alpha, progress=say)
             data[name] = {"first_tokens": a, "token_12": b}
             for t in a["tests"]:
@@ -303,7 +313,7 @@ def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=No
         if outcome.counterexample is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             target = out_dir / f"{check.file_stem or _slug(check.name)}.json"
-            target.write_text(json.dumps(outcome.counterexample, indent=1) + "\n")
+            target.write_text(json.dumps(outcome.counterexample, indent=1) + "\n", encoding="utf-8")
             path = str(target)
         results.append(CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path,
                                    outcome.data))

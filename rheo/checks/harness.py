@@ -4,26 +4,26 @@ An implementation is any object (or a class constructible without arguments) wit
 both of these methods. Arrays are numpy (or anything ``numpy.asarray`` reads); ``V`` is
 the vocabulary size, ``R`` the number of kept draft nodes, ``D`` the depth, ``K`` the slots.
 
-``build_tree(draft_logits, config, temperature, u_draw) -> tree``   (SPEC 1-3)
+``build_tree(draft_logits, config, temperature, u_draw) -> tree``   (docs/spec.md §1-§3)
     draft_logits: a function ``paths -> [len(paths), V]`` float64 array, the untruncated,
                   untempered draft logits (-inf = probability 0) at token paths from the
                   cycle root (the root is ``()``); call it with the nodes you expand
-    config:       dict with the SPEC 8 names: vocab_size, policy ("rheo" | "topk"), K, m,
+    config:       dict with the docs/spec.md §8 names: vocab_size, policy ("rheo" | "topk"), K, m,
                   depth, budget, beam, draft_top_k (None = no truncation), epsilon,
                   target_top_k, target_top_p, target_min_p (None = off)
     temperature:  float >= 0 (0 = greedy)
-    u_draw:       [1 + beam (D-1)] uniforms, u_draw[e] for the e-th expansion (SPEC 7)
+    u_draw:       [1 + beam (D-1)] uniforms, u_draw[e] for the e-th expansion (docs/spec.md §7)
     tree:         dict (or object with these attributes), one entry per kept node:
                   tokens [R], parents [R] (-1 = the root, else an index into these arrays),
                   kinds [R] (0 lead, 1 sample, 2 fill), slots [R] (0..K-1, the slot in the
                   parent's pool), sample_probs [R, V] (the residual law r the sample was
                   drawn from, on sample rows; ignored elsewhere). Node order is free.
 
-``verify(tree, target_logits, config, temperature, uniforms) -> result``   (SPEC 0, 4)
+``verify(tree, target_logits, config, temperature, uniforms) -> result``   (docs/spec.md §0, §4)
     tree:          as above (the harness passes the reference's tree, nodes in order-key order)
     target_logits: [R+1, V] untempered, unfiltered target logits; row 0 the root, row i+1
                    node i (apply temperature and the config's filters yourself)
-    uniforms:      dict: u_sample [D+1], u_det [D+1, K], u_final [D+1] (SPEC 7)
+    uniforms:      dict: u_sample [D+1], u_det [D+1, K], u_final [D+1] (docs/spec.md §7)
     result:        dict: tokens (emitted: accepted tokens then the bonus/correction token)
                    and accepted (the accepted node indices, root to leaf)
 
@@ -130,8 +130,8 @@ def load_implementation(spec: str) -> Implementation:
         obj = obj()
     impl = Implementation(obj, spec)
     if not (impl.builds_trees or impl.verifies):
-        raise ImplLoadError(f"--impl: {spec} has neither build_tree nor verify (see README \"Is my implementation "
-                            "lossless?\" for the protocol)")
+        raise ImplLoadError(f"--impl: {spec} has neither build_tree nor verify (see docs/gate.md, "
+                            "\"Checking another implementation\", for the protocol)")
     return impl
 
 
@@ -318,7 +318,7 @@ class Comparison:
 
 
 def compare_decisions(impl: Implementation, inst: Instance, uniforms: Uniforms) -> Comparison:
-    """The implementation against ``simulate_cycle`` on the same uniforms (SPEC 7): its tree
+    """The implementation against ``simulate_cycle`` on the same uniforms (docs/spec.md §7): its tree
     builder on the same draft logits, its verifier on the reference's tree."""
     tree, output, accepted, margin = reference_cycle(inst, uniforms)
     if margin <= MARGIN:
@@ -404,7 +404,7 @@ def float_instance(case: dict) -> Instance:
 
 def replay(impl: Implementation, path: str | Path) -> Comparison:
     """Rerun the comparison saved in a counterexample file."""
-    saved = json.loads(Path(path).read_text())
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
     u = saved["uniforms"]
     return compare_decisions(impl, float_instance(saved["case"]),
                              Uniforms(u["u_draw"], u["u_sample"], u["u_det"], u["u_final"]))

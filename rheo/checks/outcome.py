@@ -16,7 +16,7 @@ REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
 @dataclass(frozen=True)
 class Profile:
     name: str
-    matrix: str  # "quick" | "deep" exact matrix
+    matrix: str  # "smoke" | "quick" | "deep" exact matrix
     search_examples: int  # per negative control (fresh search)
     fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
     fast_examples: int  # fastpath decision equality (x 3 requests each)
@@ -32,7 +32,7 @@ PROFILES = {
     "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST,
                     real_later=REAL_LATER),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
-    "smoke": Profile("smoke", "quick", 20, False, 20, 2_000, 10, 2_000),
+    "smoke": Profile("smoke", "smoke", 500, False, 20, 2_000, 10, 2_000),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
 

@@ -27,7 +27,7 @@ def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg:
 
     ``continue_to`` = L continues every output by sampling the target (p_T with the
     filters, by the fastpath's own ``target_law``) to length L: Theorem 1 says the counts
-    then follow p_T(Seq) on V^L (SPEC 5)."""
+    then follow p_T(Seq) on V^L (docs/spec.md §5)."""
     cfg = cfg or inst.config.in_arithmetic("float64")
     g = torch.Generator(device=device).manual_seed(seed)
     counts: Counter = Counter()
@@ -70,7 +70,7 @@ def _continue(model, cfg, T, toks, lens, L, g):
 
 
 def continued_law(inst, L: int) -> dict:
-    """p_T(Seq) for every Seq in V^L with positive probability (SPEC 5), as floats."""
+    """p_T(Seq) for every Seq in V^L with positive probability (docs/spec.md §5), as floats."""
     law = {}
     for seq in itertools.product(range(inst.n), repeat=L):
         pr = float(target_sequence_probability(inst, seq))

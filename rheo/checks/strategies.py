@@ -1,6 +1,6 @@
 """Hypothesis strategies that build only valid, exact-rational case dicts.
 
-Every case is a JSON-ready dict (SPEC 8), so a counterexample is saved as it is drawn.
+Every case is a JSON-ready dict (docs/spec.md §8), so a counterexample is saved as it is drawn.
 Tables differ across prefixes and p != q at every prefix: each table is a small pool of
 distinct weight vectors, assigned to prefixes by a stable hash with a drawn salt; target
 and draft pools share no vector. Instances are capped by the number of joint draws they

@@ -22,7 +22,7 @@ rheo: exact certification of RheoSampling speculative decoding.
 
 commands:
   rheo exact [CASE.json]     exact cycle law, losslessness, tau for one case
-                             (no argument: the built-in SPEC section 6 example)
+                             (no argument: the built-in docs/spec.md §6 example)
   rheo gate                  the lossless-regression gate: exact matrix, negative
                              controls (each must be caught), fastpath checks
   rheo gate --impl MOD:OBJ   check another implementation (tree builder and/or
@@ -35,7 +35,7 @@ commands:
                              + the trained draft head), streamed; tau and tokens/s
   rheo train-draft           train that draft head on this CPU (pinned corpus)
   rheo bench tau [--quick]   tau of Top-K vs Rheo m=0..3 on HumanEval prompts
-                             (the real-model commands need the hf extra: see README)
+                             (the real-model commands need the hf extra: docs/real-model.md)
 
 every command takes --json (one JSON object on stdout instead of the table).
 

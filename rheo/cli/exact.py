@@ -13,7 +13,7 @@ from rheo.reference.numbers import fmt_number
 from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact, theorem3_alpha, theorem3_applies
 
 CASE_FORMAT = """\
-case file format (SPEC section 8) - one JSON object:
+case file format (docs/spec.md §8) - one JSON object:
   {
     "vocab_size": 3,
     "target": {"*": ["1/5", "1/2", "3/10"]},        p(. | prefix); keys are prefixes
@@ -42,14 +42,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="exact cycle law, losslessness and tau of one case",
         description="Enumerate every random tree the sampler can build for CASE.json, verify each\n"
                     "exactly, and compare the continued output law with the target law p_T on\n"
-                    "every sequence of length depth+1 (SPEC sections 5 and 8).\n\n" + CASE_FORMAT,
+                    "every sequence of length depth+1 (docs/spec.md §5 and §8).\n\n" + CASE_FORMAT,
         epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
                "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
                "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
                "enumerator, arithmetic, first_token_law, cycle_law (\"0 2\" -> probability), case, and\n"
                "at depth 1 theorem3 and root_optimum. Exact mode: numbers are rational strings.\n\n"
                "examples:\n"
-               "  rheo exact                                       # the built-in SPEC section 6 case\n"
+               "  rheo exact                                       # the built-in docs/spec.md §6 case\n"
                "  rheo exact --example abc-constant                # the paper's ad-hoc proxy breaks it\n"
                "  rheo exact cases/control-sample_last.json --json # a saved counterexample\n"
                "  rheo exact --list-examples")

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "  exact matrix      every lossless family (rheo m=0,1,2, topk, epsilon, target filters; T 0,\n"
                     "                    1/2, 1; sparse on/off; budgets 1..full; beams) certified on generated\n"
                     "                    instances: the deviation must be exactly 0\n"
-                    "  negative controls every wrong-on-purpose variant (SPEC 2-4) and the paper's constant\n"
+                    "  negative controls every wrong-on-purpose variant (docs/spec.md §2-§4) and the paper's constant\n"
                     "                    proxy must be CAUGHT: its saved counterexample replayed exactly, and a\n"
                     "                    fresh Hypothesis search must find and shrink a new one (written to --out)\n"
                     "  fastpath          decision equality with the reference, cycle law (chi-square), and a\n"
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "With --impl MODULE:OBJECT, the checks of that implementation: decision equality\n"
                     "against the reference on shrinkable generated cases, and its cycle law. The\n"
                     "protocol (build_tree and/or verify) is in `python -c \"import rheo.checks.harness as h;\n"
-                    "help(h)\"` and the README section \"Is my implementation lossless?\".\n\n"
+                    "help(h)\"` and docs/gate.md, \"Checking another implementation\".\n\n"
                     "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
                     "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
                     "end to end on the real model SmolLM2-135M, which needs the hf extra).\n"
@@ -42,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
                "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
                "  rheo gate --impl examples.buggy_impl:TokenTieBreak --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json")
-    gate.add_argument("--profile", choices=("quick", "deep"), default="quick", help="quick (default) or deep")
+    gate.add_argument("--profile", choices=tuple(PROFILES), default="quick",
+                      help="quick (default), deep, or smoke (toy sizes that run every check in seconds: for "
+                           "testing rheo itself, not evidence)")
     gate.add_argument("--impl", metavar="MODULE:OBJECT", help="check this implementation instead of the engine")
     gate.add_argument("--replay", metavar="FILE", help="with --impl: rerun one saved decision-equality counterexample")
     gate.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
@@ -81,7 +83,7 @@ def cmd_gate(args) -> int:
     results = run_checks(checks, profile, Path(args.out), progress=progress)
     s = summary(results)
     if args.junit:
-        Path(args.junit).write_text(junit_xml(results))
+        Path(args.junit).write_text(junit_xml(results), encoding="utf-8")
     failed = s["fail"] > 0 or (args.strict and s["skip"] > 0)
     if args.json:
         emit(json.dumps({"passed": not failed, "profile": args.profile, "implementation": args.impl,

