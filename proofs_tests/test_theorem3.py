@@ -7,7 +7,7 @@ from hypothesis import given
 
 from rheo.casefile import load_case
 from rheo.reference import class_cycle_law
-from rheo.reference.symbolic import prove_theorem3
+from .symbolic import prove_theorem3
 from rheo.reference.theorem3 import (child_set_law, per_node_optimum_exact, per_node_optimum_lp,
                                      theorem3_alpha)
 from rheo.checks.strategies import cases

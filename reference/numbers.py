@@ -3,7 +3,7 @@
 Every law in the reference is a tuple of ``vocab_size`` numbers. In exact mode the
 numbers are :class:`fractions.Fraction`; in float64 mode they are Python floats. The
 functions here only use ``+ - * /``, ``**`` with integer exponents and comparisons, so
-they also run on the symbolic shadow numbers of :mod:`rheo.reference.symbolic`.
+they also run on the symbolic shadow numbers of proofs_tests/symbolic.py.
 
 >>> from fractions import Fraction as F
 >>> temper((F(1, 2), F(1, 2), F(0)), Temperature.parse("1/2", exact=True))

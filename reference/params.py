@@ -38,7 +38,7 @@ DraftLaw = Literal["sampled", "dense", "untempered"]
 TieBreak = Literal["slot", "token"]
 Arithmetic = Literal["exact", "float64"]
 ProxyKind = Literal["rheo", "self", "constant", "per_prefix", "callable"]
-Number = Any  # Fraction in exact arithmetic, float in float64 (symbolic in rheo.reference.symbolic)
+Number = Any  # Fraction in exact arithmetic, float in float64 (shadow numbers in proofs_tests/symbolic.py)
 Prefix = tuple[int, ...]
 
 UNTEMPERED = Temperature("1", False, 1, 1.0)

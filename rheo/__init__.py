@@ -1,6 +1,17 @@
-"""rheosampling: exact reference, lossless-verification suite and (soon) fastpath for RheoSampling.
+"""rheosampling: the exact reference, the lossless-verification gate and a batched torch
+fastpath for RheoSampling (the specification is docs/spec.md).
 
-``rheo.reference`` is the exact engine (docs/spec.md §1-§7); ``rheo.casefile`` reads case
-files (docs/spec.md §8); ``rheo.cli`` is the ``rheo`` command.
+One room per concern:
+
+- ``rheo.reference``    the exact engine (docs/spec.md §0-§7); ``rheo.reference.params`` is
+                        the one parameter type, ``Params``, and the paper's preset ``PAPER_TREE``
+- ``rheo.fastpath``     the same algorithm in batched PyTorch (needs ``rheosampling[torch]``)
+- ``rheo.casefile``     case files (docs/spec.md §8)
+- ``rheo.checks``       the gate, the ``--impl`` harness, differential and statistical checks,
+                        Hypothesis strategies and profiles, the pytest plugin
+- ``rheo.bench``        benchmarks (each returns a dict)
+- ``rheo.testing``      table models and planted bugs for tests, yours included
+- ``rheo.integrations`` real models (SmolLM2-135M with an EAGLE-style head)
+- ``rheo.cli``          the ``rheo`` command
 """
 __version__ = "0.1.0"

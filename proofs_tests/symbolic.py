@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence, Union
 
-import sympy  # type: ignore[import-untyped]  # sympy ships no type hints: its objects are Any here
+import sympy
 
-from .enumerate_classes import class_cycle_law
-from .instance import Instance, Table
-from .params import Params
-from .theorem3 import theorem3_alpha
+from rheo.reference.enumerate_classes import class_cycle_law
+from rheo.reference.instance import Instance, Table
+from rheo.reference.params import Params
+from rheo.reference.theorem3 import theorem3_alpha
 
 Operand = Union["Shadow", Fraction, int]  # what a Shadow computes with: another Shadow or an exact number
 
