@@ -56,7 +56,10 @@ def largest_vocab(limit: float, progress) -> dict:
     """Grow n by a power-law prediction of the time, then bisect between the last success
     and the first failure."""
     cfg = dict(policy="rheo", K=3, m=1, depth=3, budget=6)
-    ok_n, ok_t, fail_n, n = None, None, None, 4
+    ok_n: int | None = None
+    ok_t: float | None = None
+    fail_n: int | None = None
+    n = 4
     while True:
         progress(f"largest vocabulary: n={n} ...")
         t, report = _certify_within(n, limit, **cfg)
@@ -68,17 +71,19 @@ def largest_vocab(limit: float, progress) -> dict:
         else:
             progress(f"  over {limit:g} s")
             fail_n = n
-            nxt = (ok_n + fail_n) // 2 if ok_n else max(2, n // 2)
+            nxt = (ok_n + n) // 2 if ok_n else max(2, n // 2)
         if fail_n is not None and nxt >= fail_n:
-            nxt = (ok_n + fail_n) // 2
+            nxt = ((ok_n or 0) + fail_n) // 2
         if ok_n is not None and (nxt <= ok_n or (fail_n is not None and fail_n - ok_n <= 1)):
             break
         n = nxt
-    return {"config": {**cfg, "beam": 3}, "largest_n": ok_n, "seconds": round(ok_t, 2), "first_over_limit": fail_n}
+    return {"config": {**cfg, "beam": 3}, "largest_n": ok_n, "seconds": None if ok_t is None else round(ok_t, 2), "first_over_limit": fail_n}
 
 
 def largest_depth(limit: float, progress) -> dict:
-    best, best_t, depth = None, None, 1
+    best: int | None = None
+    best_t: float | None = None
+    depth = 1
     while True:
         progress(f"largest depth: n=4 depth={depth} budget={2 * depth} ...")
         t, report = _certify_within(4, limit, policy="rheo", K=3, m=1, depth=depth, budget=2 * depth)
@@ -89,7 +94,7 @@ def largest_depth(limit: float, progress) -> dict:
         best, best_t = depth, t
         depth += 1
     return {"config": {"n": 4, "policy": "rheo", "K": 3, "m": 1, "budget": "2*depth", "beam": 3},
-            "largest_depth": best, "seconds": round(best_t, 2), "first_over_limit": depth}
+            "largest_depth": best, "seconds": None if best_t is None else round(best_t, 2), "first_over_limit": depth}
 
 
 def run_bench_exact(limit: float = 60.0, skip_search: bool = False, progress: Callable[[str], None] = print,

@@ -94,7 +94,7 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     n_sweep = min(len(ids), plan.sweep_prompts or len(ids))
     runs += [(name, T, seed, n_sweep) for T in plan.sweep_temperatures for name in plan.sweep_policies
              for seed in (plan.sweep_seeds if T > 0 else (0,))]  # T = 0 is deterministic: one seed
-    per = {}  # (name, T) -> per prompt [tokens, cycles, seconds, emitted per seed ...]
+    per: dict = {}  # (name, T) -> per prompt [tokens, cycles, seconds, emitted per seed ...]
     total = sum(r[3] for r in runs)
     done = 0
     for name, T, seed, n in runs:

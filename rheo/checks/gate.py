@@ -55,24 +55,26 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     for n, K, depth in shapes:
         for beam in sorted({1, 2, K}) if level == "deep" else (1, K):
             full = max_nodes(K, depth, beam)
+            budgets: list[int]
             if level == "smoke":
                 budgets = sorted({1, 2, K, full})
             elif level == "deep" or depth == 2:
-                budgets = range(1, full + 1)
+                budgets = list(range(1, full + 1))
             else:
                 budgets = sorted({1, 2, 3, K, K + 2, full // 2, full})
             for budget in budgets:
                 for T in ("0", "1/2", "1"):
                     for sparse in (None, K):
                         seed += 1
-                        cfg = {"policy": policy, "K": K, "budget": budget, "beam": beam, "temperature": T,
+                        cfg: dict[str, object] = {"policy": policy, "K": K, "budget": budget, "beam": beam, "temperature": T,
                                "draft_top_k": sparse}
                         if policy == "rheo":
                             cfg["m"] = m
                         if m == "variants":  # the last family alternates its two variants
                             cfg.update({"m": 0, "epsilon": "1/10"} if seed % 2 else
                                        {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"})
-                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0, **cfg))
+                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0,
+                                               **cfg))  # type: ignore[arg-type]  # case-file keys
     return out
 
 

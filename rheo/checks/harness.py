@@ -42,6 +42,7 @@ Checks (``check_decisions``, ``check_cycle_law``):
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -50,6 +51,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -79,7 +81,7 @@ class ImplLoadError(ValueError):
 class Implementation:
     """A loaded implementation and what it provides."""
 
-    obj: object
+    obj: Any  # the user's object: its methods are found by name
     name: str
 
     @property
@@ -173,7 +175,9 @@ def reference_tree(inst: Instance, tree) -> dict:
     probs = np.zeros((len(pruned), inst.n))
     for i, n in enumerate(pruned):
         if n.kind == "sample":
-            probs[i] = [float(x) for x in inst.node_laws(n.prefix[:-1]).residual]
+            residual = inst.node_laws(n.prefix[:-1]).residual
+            assert residual is not None  # a sample node's parent has a residual law
+            probs[i] = [float(x) for x in residual]
     return {"tokens": np.array([n.token for n in pruned], dtype=np.int64),
             "parents": np.array([index.get(n.slot_path[:-1], -1) for n in pruned], dtype=np.int64),
             "kinds": np.array([KINDS[n.kind] for n in pruned], dtype=np.int64),
@@ -216,7 +220,9 @@ def read_tree(tree, inst: Instance) -> dict:
             raise BadOutput(f"node {i}: token {cols['tokens'][i]} is outside the vocabulary 0..{inst.n - 1}")
     paths, slot_paths = [], []
     for i in range(R):
-        path, slots, j = [], [], i
+        path: list[int] = []
+        slots: list[int] = []
+        j = i
         while j != -1:
             if len(path) > R:
                 raise BadOutput(f"node {i}: its parents form a cycle")
@@ -278,6 +284,10 @@ def _jittered_law(law, sign: int) -> tuple:
     return tuple(x / total for x in scaled)
 
 
+def _jittered_draft(inst: Instance, sign: int, prefix: tuple[int, ...]) -> tuple:
+    return _jittered_law(inst.draft(prefix), sign)
+
+
 def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
     """Whether T_R hinges on a score tie that float rounding may break either way, such as
     q = 1/4 against 1/2 * 1/2: exact in the reference, but a float implementation gets
@@ -286,7 +296,7 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
     order (1/2 * 1/4 against 1/4 * 1/2), stay exact for any float implementation, and are
     compared. Decided by rebuilding the tree on draft laws jittered both ways."""
     for sign in (1, -1):
-        draft = Table("draft", {}, fn=lambda pre, s=sign: _jittered_law(inst.draft(pre), s))
+        draft = Table("draft", {}, fn=functools.partial(_jittered_draft, inst, sign))
         jittered = Instance(inst.n, inst.target, draft, inst.config)
         if reference_build_tree(jittered, UniformChooser(uniforms)).labelled != tree.labelled:
             return True

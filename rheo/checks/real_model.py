@@ -44,7 +44,7 @@ class PathTableLM:
         self.target, self.head, self.prompt = target, head, list(prompt)
         self.batch, self.vocab_size = batch, target.config.vocab_size
         self.device = next(target.parameters()).device
-        self.committed = [() for _ in range(batch)]
+        self.committed: list[tuple[int, ...]] = [() for _ in range(batch)]
         self._prefill = DynamicCache()
         with torch.no_grad():
             self._prompt_feats = self.target.model(input_ids=torch.tensor([prompt[:-1]]), cache=self._prefill,
@@ -53,7 +53,7 @@ class PathTableLM:
         self._feats: dict = {}  # committed path -> target features of prompt + path [P + len, H]
         self._draft: dict = {}  # (committed, prefix) -> draft logits [V]
         self._h: dict = {}  # (committed, prefix) -> the head's predicted feature there [H]
-        self.misses = collections.Counter()
+        self.misses: collections.Counter[str] = collections.Counter()
 
     def reset(self) -> None:
         self.committed = [() for _ in range(self.batch)]
@@ -149,7 +149,7 @@ class PathTableLM:
         return at
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
-        self.committed = [c + result.output(i) for i, c in enumerate(self.committed)]
+        self.committed = [tuple(c) + tuple(result.output(i)) for i, c in enumerate(self.committed)]
 
 
 def _law(logits: torch.Tensor, temperature: float) -> dict:
@@ -168,7 +168,7 @@ def first_tokens_check(target, head, prompt: list[int], cfg: Params, samples: in
     model = PathTableLM(target, head, prompt, batch)
     gen = torch.Generator().manual_seed(seed)
     T = torch.full((batch,), float(temperature), dtype=torch.float64)
-    pairs = []
+    pairs: list[tuple[int, int]] = []
     while len(pairs) < samples:
         model.reset()
         _, r1 = run_cycle(model, cfg, T, generator=gen)
@@ -243,8 +243,8 @@ def later_token_check(target, head, prompt: list[int], cfg: Params, samples: int
             cache = DynamicCache()
             ids = torch.tensor([prompt] * b)
             for _ in range(index):
-                out = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-                logits = out.logits[:, -1].to(torch.float64)
+                forward = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+                logits = forward.logits[:, -1].to(torch.float64)
                 ids = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)
             plain += ids[:, 0].tolist()
     res = two_sample(spec, plain, alpha)

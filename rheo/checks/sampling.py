@@ -17,10 +17,11 @@ import torch
 from rheo.checks.goodness_of_fit import GofResult, gof
 from rheo.fastpath import FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, target_law, verify
 from rheo.reference import cycle_law, target_sequence_probability
+from rheo.reference.params import Params
 from rheo.testing import HashTableModel, ReferenceTableModel
 
 
-def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: FastConfig | None = None,
+def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: Params | None = None,
                   tamper: Callable[[Uniforms], None] | None = None, device="cpu", dtype=torch.float64,
                   continue_to: int | None = None) -> Counter:
     """Outputs of ``cycles`` independent fastpath cycles of ``inst`` (counts by token tuple).
@@ -88,7 +89,7 @@ def cycle_law_test(inst, counts: Counter, alpha: float) -> GofResult:
     return gof(counts, exact_cycle_law(inst), alpha)
 
 
-def random_instance(V: int, cfg: FastConfig, T: float, seed: int, noise: float = 1.0, scale: float = 0.8):
+def random_instance(V: int, cfg: Params, T: float, seed: int, noise: float = 1.0, scale: float = 0.8):
     """A reference instance whose laws come from random logits (scale x N(0, 1); the draft
     adds noise x N(0, 1))."""
     model = HashTableModel(V, 1, seed=seed, rows=4096, scale=scale, draft_noise=noise, dtype=torch.float64)
@@ -107,7 +108,7 @@ def quiet_cases() -> dict:
     }
 
 
-def sample_first_two(model, cfg: FastConfig, temperature: float, cycles: int, *, seed: int = 0,
+def sample_first_two(model, cfg: Params, temperature: float, cycles: int, *, seed: int = 0,
                      batch: int = 2000) -> tuple[Counter, Counter]:
     """Cycles of a shared-context ``HashTableModel`` (the root never moves): counts of the
     first emitted token, and of (first, second) where an output of length 1 is continued
@@ -141,7 +142,7 @@ def _count_rows(counts: Counter, rows: torch.Tensor) -> None:
             counts[tuple(row)] += c
 
 
-def table_law(model, prefix: tuple, cfg: FastConfig, temperature: float) -> dict:
+def table_law(model, prefix: tuple, cfg: Params, temperature: float) -> dict:
     """p_T(. | prefix) of request 0 of a table model, as {token: prob} (float64)."""
     logits = model.logits_at(0, prefix, "target").to(torch.float64).unsqueeze(0)
     p = target_law(logits, torch.tensor([float(temperature)], dtype=torch.float64), cfg.target_filters)[0]

@@ -78,20 +78,24 @@ def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4
     n = draw(st.integers(min_vocab, max_vocab))
     policy = draw(st.sampled_from(policies))
     K = draw(st.integers(min_K, max_K))
+    leads: int
     if policy != "rheo":
-        m = 0
+        leads = 0
     elif m == "K-1":
-        m = K - 1
+        leads = K - 1
     elif m is None:
-        m = draw(st.integers(0, K - 1))
-    assume(m <= K - 1)
+        leads = draw(st.integers(0, K - 1))
+    else:
+        leads = int(m)
+    m = leads
+    assume(leads <= K - 1)
     depth = draw(st.integers(min_depth, max_depth))
     beam = draw(st.integers(1, K))
-    while depth > min_depth and joint_draw_bound(n, policy, K, m, depth, 1) > cap:
+    while depth > min_depth and joint_draw_bound(n, policy, K, leads, depth, 1) > cap:
         depth -= 1
-    while beam > 1 and joint_draw_bound(n, policy, K, m, depth, beam) > cap:
+    while beam > 1 and joint_draw_bound(n, policy, K, leads, depth, beam) > cap:
         beam -= 1
-    assume(joint_draw_bound(n, policy, K, m, depth, beam) <= cap)
+    assume(joint_draw_bound(n, policy, K, leads, depth, beam) <= cap)
     budget = draw(st.integers(1, max_nodes(K, depth, beam)))
     temperature = draw(st.sampled_from(temperatures))
     draft_top_k = draw(st.sampled_from(sparse))

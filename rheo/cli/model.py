@@ -157,6 +157,7 @@ def cmd_generate(args, emit) -> int:
     if args.policy == "ar":
         g = autoregressive_generate(target, prompt, args.temperature, args.max_new_tokens, args.seed, eos, cb)
     else:
+        assert cfg is not None
         g = speculative_generate(target, head, prompt, cfg, args.temperature, args.max_new_tokens, args.seed, eos, cb)
     text_out = tok.decode([t for t in g.tokens if t not in eos])
     out = {"text": text_out, "tokens": g.tokens, "new_tokens": len(g.tokens), "stopped": g.stopped,

