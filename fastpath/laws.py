@@ -1,4 +1,5 @@
-"""Laws on logits, batched (SPEC sections 0 and 1).
+"""Laws on logits, batched: temperature and target filters (docs/spec.md §0), the ranked,
+truncated draft law (§1), the inverse-CDF draw (§7).
 
 Everything here is the torch reading of ``rheo.reference.numbers``:
 
@@ -9,7 +10,7 @@ Everything here is the torch reading of ``rheo.reference.numbers``:
   argmax (lowest id on ties), a temperature per row.
 - ``target_law(logits, T, filters)`` = ``Instance.target_law``: p_T then top_k, top_p,
   min_p, each followed by renormalization.
-- ``inverse_cdf(probs, u)``: the first entry whose cumulative mass exceeds u (SPEC 7),
+- ``inverse_cdf(probs, u)``: the first entry whose cumulative mass exceeds u (§7),
   skipping zero-mass entries; rounding near 1 falls back to the last entry with mass.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import torch
 
 from rheo.reference.params import TargetFilters
+
+from .inputs import expect
 
 
 def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,6 +31,9 @@ def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     >>> i.tolist()
     [1, 2]
     """
+    expect("ranked_topk", "x", x, "[..., V]", (..., None), "float")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"ranked_topk: k must be an integer >= 1, got {k!r}")
     V = x.shape[-1]
     if k >= V:
         return torch.sort(x, dim=-1, descending=True, stable=True)
@@ -61,10 +67,14 @@ def _per_row(T: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def tempered(logits: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
-    """softmax(logits / T) per row; T = 0 rows are the one-hot on the argmax (SPEC 0).
+    """softmax(logits / T) per row; T = 0 rows are the one-hot on the argmax (docs/spec.md §0).
 
     logits: [b, ..., V] (-inf = no mass); T: [b]. Returns probabilities, same shape.
+
+    >>> tempered(torch.tensor([[0.0, 1.0, 1.0]]), torch.zeros(1)).tolist()
+    [[0.0, 1.0, 0.0]]
     """
+    _expect_law_inputs("tempered", logits, T)
     Tb = _per_row(T, logits)
     zero = Tb == 0
     any_zero = bool(zero.any())
@@ -78,7 +88,18 @@ def tempered(logits: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     return probs
 
 
-def _renormalized(p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+def _expect_law_inputs(where: str, logits: torch.Tensor, T: torch.Tensor) -> None:
+    expect(where, "logits", logits, "[b, ..., V]", (None, ..., None), "float")
+    expect(where, "T", T, "[b]", (logits.shape[0],), "float")
+
+
+def softmax_or_zero(x: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """softmax(x) where ``ok`` and 0 elsewhere (an all -inf row is all 0). x, ok: [..., W]."""
+    p = torch.nan_to_num(torch.softmax(x, dim=-1), nan=0.0)
+    return torch.where(ok, p, torch.zeros_like(p))
+
+
+def _renormalized(p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # p, keep: [..., V]
     p = torch.where(keep, p, torch.zeros_like(p))
     return p / p.sum(-1, keepdim=True)
 
@@ -104,21 +125,25 @@ NO_FILTERS = TargetFilters()
 
 
 def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS) -> torch.Tensor:
-    """p_T with the target filters (SPEC 0): logits [b, ..., V], T [b] -> probabilities."""
+    """p_T with the target filters (docs/spec.md §0): logits [b, ..., V], T [b] -> probabilities."""
+    _expect_law_inputs("target_law", logits, T)
     p = tempered(logits, T)
     return apply_filters(p, filters) if filters.active else p
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Index of the first entry whose cumulative mass exceeds u (SPEC 7).
+    """Index of the first entry whose cumulative mass exceeds u (docs/spec.md §7).
 
-    probs: [..., n] nonnegative (unnormalized is fine with u scaled by the total); u: [...].
-    Zero-mass entries are never chosen; if rounding leaves the total below u, the last
-    entry with mass wins.
+    probs: [..., n] nonnegative (unnormalized is fine with u scaled by the total); u: [...];
+    out: [..., n] a buffer for the cumulative sums (optional). Zero-mass entries are never
+    chosen; if rounding leaves the total below u, the last entry with mass wins.
 
     >>> inverse_cdf(torch.tensor([0.5, 0.0, 0.5]), torch.tensor(0.7)).item()
     2
     """
+    expect("inverse_cdf", "probs", probs, "[..., n]", (..., None), "float")
+    expect("inverse_cdf", "u", u, "[...] (the shape of probs without its last dimension)", tuple(probs.shape[:-1]),
+           "float")
     cum = torch.cumsum(probs, -1, out=out) if out is not None else torch.cumsum(probs, -1)
     idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
     n = probs.shape[-1]
@@ -129,10 +154,12 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
     return idx
 
 
-def target_weights(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS):
-    """p_T as (w, Z) with p_T = w / Z, for the verifier's running residual: ``logits``
-    [n, V] is a copy the caller owns (the temperature is applied in place). Equals
-    ``target_law``; the verifier keeps Z as it removes mass, so nothing is renormalized."""
+def target_weights(logits: torch.Tensor, T: torch.Tensor,
+                   filters: TargetFilters = NO_FILTERS) -> tuple[torch.Tensor, torch.Tensor]:
+    """p_T as (w [n, V], Z [n]) with p_T = w / Z, for the verifier's running residual
+    (docs/spec.md §4 step 2): ``logits`` [n, V] is a copy the caller owns (the temperature
+    is applied in place); T: [n]. Equals ``target_law``; the verifier keeps Z as it removes
+    mass, so nothing is renormalized."""
     if filters.active or bool((T == 0).any()):
         p = target_law(logits, T, filters)
         return p, torch.ones_like(p[:, 0])
