@@ -1,4 +1,4 @@
-"""rheo.fastpath: RheoSampling in batched PyTorch (SPEC sections 1-4 and 7), any device.
+"""rheo.fastpath: RheoSampling in batched PyTorch (docs/spec.md §0-§4 and §7), any device.
 
 It computes exactly what ``rheo.reference`` computes: decision by decision on the same
 uniforms in float64 (tests/test_fastpath_differential.py), and in law (the statistical
@@ -9,15 +9,29 @@ law beyond the leads; *fill* the best-ranked residual tokens after Y; *proxy* th
 construction factor; *order key* (score desc, depth asc, slot path asc); *budget* R nodes
 kept by pruning; *cycle* one draft-verify round.
 
-Entry points: ``run_cycle(model, FastConfig(...), temperature)`` or the two halves
+Modules, in the order of the spec:
+
+- ``laws``: temperature and target filters (§0), the ranked truncated draft law (§1), the
+  inverse-CDF draw (§7);
+- ``pool``: ``expand``, the K-slot pool of an expanded node (§1-§2);
+- ``tree``: ``build_tree``, growth layer by layer and pruning to T_R (§3), ``DraftTree``;
+- ``walk`` and ``verify``: the verification walk, steps 1-5 (§4), ``VerifyResult``;
+- ``uniforms``: the randomness schedule (§7); ``cycle``: ``run_cycle``;
+- ``variants``: the wrong-on-purpose variants, each behind one hook;
+- ``inputs``: the entry checks; ``config``: ``Params``, ``PAPER_TREE``, ``FastConfig``;
+- ``models``: the ``SpecModel`` interface; ``expand_dense`` and ``verify_naive``: the
+  benchmark's baselines.
+
+Entry points: ``run_cycle(model, PAPER_TREE, temperature)`` or the two halves
 ``build_tree`` (-> ``DraftTree``, the tensors serving engines use) and ``verify``
-(-> ``VerifyResult``); models implement ``SpecModel``.
+(-> ``VerifyResult``); models implement ``SpecModel``. ``params`` must be float64 ``Params``.
 """
-from .config import PAPER_TREE, FastConfig, Params
+from .config import PAPER_TREE, FastConfig, Params, TargetFilters
 from .cycle import run_cycle
-from .laws import TargetFilters, inverse_cdf, ranked_topk, target_law, tempered
+from .laws import inverse_cdf, ranked_topk, target_law, tempered
 from .models import SpecModel
-from .tree import FILL, LEAD, PAD, SAMPLE, DraftQuery, DraftTree, build_tree, expand
+from .pool import FILL, LEAD, PAD, SAMPLE, expand
+from .tree import DraftQuery, DraftTree, build_tree
 from .uniforms import Uniforms
 from .verify import VerifyResult, verify
 

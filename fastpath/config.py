@@ -1,4 +1,4 @@
-"""The fastpath's parameters: the one schema, ``rheo.reference.params.Params``.
+"""The fastpath's parameters: the one schema of docs/spec.md §2, ``rheo.reference.params.Params``.
 
 The fastpath runs on float64 ``Params`` (``params.in_arithmetic("float64")`` turns a case
 file's exact parameters into them). ``PAPER_TREE`` is the paper's tree and the default;
@@ -7,9 +7,9 @@ that code written against it keeps working.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from rheo.reference.params import PAPER_TREE, Params, Proxy, TargetFilters
+from rheo.reference.params import PAPER_TREE, Params, Proxy, ProxyKind, TargetFilters
 
 
 def FastConfig(**changes: Any) -> Params:  # noqa: N802 (a constructor by its old class name)
@@ -23,7 +23,7 @@ def FastConfig(**changes: Any) -> Params:  # noqa: N802 (a constructor by its ol
         changes["target_filters"] = changes.pop("filters")
     proxy = changes.get("proxy")
     if isinstance(proxy, str):
-        changes["proxy"] = Proxy(proxy)  # type: ignore[arg-type]
+        changes["proxy"] = Proxy(cast(ProxyKind, proxy))  # Params checks the choice
     elif isinstance(proxy, (int, float)) and not isinstance(proxy, bool):
         changes["proxy"] = Proxy("constant", value=float(proxy))
     if "epsilon" in changes:

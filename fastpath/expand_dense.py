@@ -1,29 +1,45 @@
-"""The full-vocabulary draft side, the benchmark's baseline for sparse ``draft_top_k``.
+"""The full-vocabulary draft side (docs/spec.md §1-§2 without truncation), the benchmark's
+baseline for sparse ``draft_top_k``.
 
-``expand_dense`` builds the same pools as ``expand`` with ``draft_top_k = None`` but the
-way one would without truncation: the ranking needs only a top-K selection, and the draw of
-Y is a correct draw from the whole residual law over all V tokens, by a Gumbel-max
-(``method="gumbel"``) or ``torch.multinomial`` (``method="multinomial"``). Its randomness is
-torch's, not SPEC 7's uniforms, so it equals ``expand`` in law, not draw by draw (at T = 0
-there is nothing to draw and the trees are identical: tested). It does not build the
-sample nodes' sparse residual laws (the verifier would need dense ones): the comparison is
-tilted in the baseline's favour.
+``expand_dense`` builds the same pools as ``rheo.fastpath.pool.expand`` with
+``draft_top_k = None`` but the way one would without truncation: the ranking needs only a
+top-K selection, and the draw of Y is a correct draw from the whole residual law over all V
+tokens, by a Gumbel-max (``method="gumbel"``) or ``torch.multinomial``
+(``method="multinomial"``). Its randomness is torch's, not the uniforms of §7, so it equals
+``expand`` in law, not draw by draw (at T = 0 there is nothing to draw and the trees are
+identical: tested). It does not build the sample nodes' sparse residual laws (the verifier
+would need dense ones): the comparison is tilted in the baseline's favour.
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
-from .config import FastConfig
+from rheo.reference.params import Params
+
+from . import variants
+from .inputs import expect, expect_params
 from .laws import ranked_topk
-from .tree import _Pool, rheo_slots, sample_proxy
+from .pool import Pool, rheo_proxy, rheo_slots
 
 
-def expand_dense(logits, valid, u, T, cfg: FastConfig, method: str = "gumbel", generator=None) -> _Pool:
+def expand_dense(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, params: Params,
+                 method: Literal["gumbel", "multinomial"] = "gumbel",
+                 generator: torch.Generator | None = None) -> Pool:
     """Pools of the expanded nodes from the untruncated draft law; same arguments as
-    ``expand`` (``u`` is unused: the draw is torch's)."""
-    if cfg.policy != "rheo":
+    ``expand`` (logits: [b, n, V]; valid: [b, n]; u: [b, n], unused: the draw is torch's;
+    T: [b])."""
+    b, n, _ = expect("expand_dense", "logits", logits, "[b, n, V]", (None, None, None), "float").shape
+    expect("expand_dense", "valid", valid, "[b, n]", (b, n), "bool")
+    expect("expand_dense", "u", u, "[b, n]", (b, n), "float")
+    expect("expand_dense", "T", T, "[b]", (b,), "float")
+    expect_params("expand_dense", params)
+    if params.policy != "rheo" or params.m is None:
         raise ValueError("expand_dense is the rheo baseline")
-    K, m = cfg.K, cfg.m
+    if method not in ("gumbel", "multinomial"):
+        raise ValueError(f'expand_dense: method must be "gumbel" or "multinomial", got {method!r}')
+    K, m = params.K, params.m
     dev = logits.device
     q = torch.softmax(logits, -1)  # untempered, whole vocabulary
     _, ids = ranked_topk(logits, K)  # the ranking needs only the top K
@@ -44,10 +60,13 @@ def expand_dense(logits, valid, u, T, cfg: FastConfig, method: str = "gumbel", g
     # Y's index in U among the top K (K - m when it ranks lower; its slot then holds Y itself)
     hit = ids[..., m:] == y.unsqueeze(-1)
     j = torch.where(hit.any(-1), hit.to(torch.int8).argmax(-1), torch.full_like(y, K - m))
-    ranks, kinds, slot_ok = rheo_slots((qk > 0) & valid.unsqueeze(-1), j, cfg)
+    ranks, kinds, slot_ok = rheo_slots((qk > 0) & valid.unsqueeze(-1), j, params)
     tokens = ids.gather(-1, ranks)
     tokens[..., m] = y
     factors = qk.gather(-1, ranks)
-    factors[..., m] = sample_proxy(qk, cfg, q.gather(-1, y.unsqueeze(-1)).squeeze(-1))
+    if params.proxy.kind == "rheo":
+        factors[..., m] = rheo_proxy(qk, params)
+    else:  # a wrong-on-purpose proxy
+        factors[..., m] = variants.proxy(qk, q.gather(-1, y.unsqueeze(-1)).squeeze(-1), params)
     zero_law = torch.zeros_like(qk)
-    return _Pool(tokens, kinds, ranks, factors, slot_ok, ids, zero_law, zero_law, None)
+    return Pool(tokens, kinds, ranks, factors, slot_ok, ids, zero_law, zero_law, None)

@@ -7,7 +7,8 @@ A model answers two questions per cycle and hears the outcome:
   which is what a stateful EAGLE-style head needs to pick the hidden states it drafts from);
 - ``target_logits(tree)`` -> [b, R+1, V]: the target at the root (index 0) and at every
   draft node (one forward over the tree with ``tree.attention_mask`` and
-  ``tree.position_ids`` for a model with a KV cache);
+  ``tree.position_ids`` for a model with a KV cache), or a callable
+  ``(rows [n], nodes [n]) -> [n, V]`` answering only the nodes the verifier visits;
 - ``advance(tree, result)``: the cycle's output O is committed (a KV cache keeps the
   accepted path, a table model folds the tokens into its context).
 
@@ -16,6 +17,7 @@ Table models for tests and benchmarks live in ``rheo.testing``; a real model is
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -29,8 +31,9 @@ class SpecModel(Protocol):
     batch: int  # requests
     device: torch.device
 
-    def draft_logits(self, query: DraftQuery) -> torch.Tensor: ...
+    def draft_logits(self, query: DraftQuery) -> torch.Tensor: ...  # -> [b, n, V]
 
-    def target_logits(self, tree: DraftTree) -> torch.Tensor: ...
+    def target_logits(  # -> [b, R+1, V], or (rows [n], nodes [n]) -> [n, V]
+            self, tree: DraftTree) -> torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None: ...

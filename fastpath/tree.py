@@ -1,12 +1,19 @@
-"""Batched dynamic draft tree (SPEC sections 1-3), in the format serving engines use.
+"""The dynamic draft tree, batched (docs/spec.md §3), in the format serving engines use.
 
 Must equal ``rheo.reference.tree.build_tree`` decision by decision on the same uniforms
-(SPEC 7): same pools (leads, sample, fills), same order key, same expansions, same T_R.
+(§7): same pools (``rheo.fastpath.pool``, §1-§2), same order key, same expansions, same T_R.
+``build_tree`` follows §3 step by step:
 
-Glossary: *lead* x_1..x_m (deterministic top tokens), *sample* Y ~ r drawn from the
-*residual* law beyond the leads, *fill* the best-ranked residual tokens after Y, *proxy*
-the sample's construction factor, *order key* (score desc, depth asc, slot path asc),
-*budget* R nodes kept by pruning.
+1. layer 1 is the root's pool (``_root_layer``);
+2. growth: for d = 2..D the first B nodes of layer d-1 in order-key order are expanded
+   (their ``u_draw`` entries numbered as §7 says) and their children are layer d
+   (``_next_layer``);
+3. pruning: T_R is the first R recorded nodes in order-key order (``_prune``);
+4. T_R in the serving format, ``DraftTree`` (``_draft_tree``).
+
+The order key is (score desc, depth asc, slot path asc). A slot path is compared through
+its code within its layer: the parent's rank in the previous layer times K plus the slot
+(``variants.token_labels`` swaps the slot for the token under ``tie_break: "token"``).
 
 All requests of a batch are built together: one draft call per layer, no Python loop over
 requests. The sparse draft law (``draft_top_k`` = k, default 128) is taken once per
@@ -15,18 +22,18 @@ entries.
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-from .config import FastConfig
-from .laws import inverse_cdf, ranked_topk, tempered
-from .uniforms import Uniforms
+from rheo.reference.params import Params
 
-LEAD, SAMPLE, FILL, PAD = 0, 1, 2, -1
-KIND_NAMES = {LEAD: "lead", SAMPLE: "sample", FILL: "fill"}
+from . import variants
+from .inputs import expect, expect_params
+from .pool import KIND_NAMES, SAMPLE, Pool, expand
+from .uniforms import Uniforms
 
 
 @dataclass
@@ -43,11 +50,11 @@ class DraftQuery:
     """
 
     layer: int
-    tokens: torch.Tensor
-    prefixes: torch.Tensor
-    parent_rows: torch.Tensor
-    slots: torch.Tensor
-    valid: torch.Tensor
+    tokens: torch.Tensor  # [b, n]
+    prefixes: torch.Tensor  # [b, n, layer]
+    parent_rows: torch.Tensor  # [b, n]
+    slots: torch.Tensor  # [b, n]
+    valid: torch.Tensor  # [b, n] bool
 
 
 @dataclass
@@ -74,36 +81,36 @@ class DraftTree:
     num_nodes [b]; expansions [b] (how many u_draw entries were used).
     """
 
-    tokens: torch.Tensor
-    parents: torch.Tensor
-    depth: torch.Tensor
-    slots: torch.Tensor
-    kinds: torch.Tensor
-    ranks: torch.Tensor
-    scores: torch.Tensor
-    valid: torch.Tensor
-    num_nodes: torch.Tensor
-    attention_mask: torch.Tensor
-    position_ids: torch.Tensor
-    children: torch.Tensor
-    prefixes: torch.Tensor
-    retrieve_indices: torch.Tensor
-    sample_ids: torch.Tensor
-    sample_probs: torch.Tensor
-    verify_probs: torch.Tensor
-    verify_dense: torch.Tensor | None
-    expansions: torch.Tensor
+    tokens: torch.Tensor  # [b, R] int64
+    parents: torch.Tensor  # [b, R] int64
+    depth: torch.Tensor  # [b, R] int64
+    slots: torch.Tensor  # [b, R] int64
+    kinds: torch.Tensor  # [b, R] int8
+    ranks: torch.Tensor  # [b, R] int64
+    scores: torch.Tensor  # [b, R] float64
+    valid: torch.Tensor  # [b, R] bool
+    num_nodes: torch.Tensor  # [b] int64
+    attention_mask: torch.Tensor  # [b, R+1, R+1] bool
+    position_ids: torch.Tensor  # [b, R+1] int64
+    children: torch.Tensor  # [b, R+1, K] int64
+    prefixes: torch.Tensor  # [b, R+1, D] int64
+    retrieve_indices: torch.Tensor  # [b, R, D+1] int64
+    sample_ids: torch.Tensor  # [b, R, W] int64
+    sample_probs: torch.Tensor  # [b, R, W]
+    verify_probs: torch.Tensor  # [b, R, W]
+    verify_dense: torch.Tensor | None  # [b, R, V]
+    expansions: torch.Tensor  # [b] int64
 
-    def slot_paths(self, i: int) -> list[tuple]:
+    def slot_paths(self, i: int) -> list[tuple[int, ...]]:
         """Request i's nodes' slot paths from the root, in node order."""
         n = int(self.num_nodes[i])
         par, slot = self.parents[i, :n].tolist(), self.slots[i, :n].tolist()
-        paths: list = []
+        paths: list[tuple[int, ...]] = []
         for j in range(n):
             paths.append((paths[par[j]] if par[j] >= 0 else ()) + (slot[j],))
         return paths
 
-    def request(self, i: int) -> list[tuple]:
+    def request(self, i: int) -> list[tuple[tuple[int, ...], int, str]]:
         """Request i's nodes as (slot_path, token, kind name) tuples, like the reference's
         ``LabelledTree.nodes`` (sorted)."""
         n = int(self.num_nodes[i])
@@ -112,104 +119,141 @@ class DraftTree:
         return sorted((paths[j], tok[j], KIND_NAMES[kind[j]]) for j in range(n))
 
 
+DraftFn = Callable[[DraftQuery], torch.Tensor]
+ExpandFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Params], Pool]
+
+
 @dataclass
-class _Pool:
-    """The K-slot pools of n expanded nodes per request (SPEC 2), [b, n, K] unless noted."""
+class Nodes:
+    """Recorded draft nodes (docs/spec.md §3): one layer's, or every layer's concatenated."""
 
-    tokens: torch.Tensor
-    kinds: torch.Tensor
-    ranks: torch.Tensor
-    factors: torch.Tensor
-    ok: torch.Tensor
-    ids: torch.Tensor  # [b, n, W] kept token ids in rank order
-    residual: torch.Tensor  # [b, n, W] r in rank order (zeros on leads)
-    check: torch.Tensor  # [b, n, W] the law the stochastic step uses (r unless a control)
-    dense: torch.Tensor | None  # [b, n, V] ``draft_law: "dense"`` only
+    tokens: torch.Tensor  # [b, n]
+    kinds: torch.Tensor  # [b, n] int8 LEAD / SAMPLE / FILL
+    slots: torch.Tensor  # [b, n] the slot under the parent
+    ranks: torch.Tensor  # [b, n] the token's rank in the parent's draft law
+    scores: torch.Tensor  # [b, n] float64 path scores
+    ok: torch.Tensor  # [b, n] bool: a node (False: an empty slot or padding)
+    parents: torch.Tensor  # [b, n] the parent's index among all recorded nodes, -1: the root
+    codes: torch.Tensor  # [b, n] int64 the slot path's code within the layer (the order key's last part)
+    depth: torch.Tensor  # [b, n] int64
+    rows: torch.Tensor  # [b, n] the row of the node's pool among all expanded nodes
+    prefixes: torch.Tensor  # [b, n, D] token paths from the root, -1 padded
 
+    @staticmethod
+    def record(pool: Pool, scores: torch.Tensor, parents: torch.Tensor, codes: torch.Tensor, rows: torch.Tensor,
+               prefixes: torch.Tensor, D: int) -> Nodes:
+        """A layer's nodes: the children of its e expanded nodes, n = e K. pool: [b, e, K];
+        scores, parents, codes, rows: [b, e, K]; prefixes: [b, e, K, d] (d = the depth)."""
+        b, e, K = pool.tokens.shape
+        n, d = e * K, prefixes.shape[-1]
+        pre = prefixes.reshape(b, n, d)
+        slots = torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K)
+        return Nodes(pool.tokens.reshape(b, n), pool.kinds.reshape(b, n), slots.reshape(b, n), pool.ranks.reshape(b, n),
+                     scores.reshape(b, n), pool.ok.reshape(b, n), parents.reshape(b, n), codes.reshape(b, n),
+                     torch.full((b, n), d, dtype=torch.int64, device=pre.device), rows.reshape(b, n),
+                     torch.cat([pre, pre.new_full((b, n, D - d), -1)], -1))
 
-def _softmax_or_zero(x: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    p = torch.nan_to_num(torch.softmax(x, dim=-1), nan=0.0)
-    return torch.where(ok, p, torch.zeros_like(p))
+    @staticmethod
+    def cat(layers: Sequence[Nodes]) -> Nodes:
+        """Every layer's nodes, layer after layer."""
+        return Nodes(*(torch.cat([getattr(x, f.name) for x in layers], 1) for f in dataclasses.fields(Nodes)))
 
-
-@functools.lru_cache(maxsize=64)
-def _pool_constants(K: int, m: int, device):
-    """Fill offsets, lead ranks and slot kinds of a rheo pool (made once per shape)."""
-    kinds = torch.tensor([LEAD] * m + [SAMPLE] + [FILL] * (K - m - 1), dtype=torch.int8, device=device)
-    return torch.arange(K - m - 1, device=device), torch.arange(m, device=device), kinds
-
-
-def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, cfg: FastConfig) -> _Pool:
-    """Pools of the expanded nodes (SPEC 1-2): logits [b, n, V], valid [b, n], u [b, n]
-    (their ``u_draw`` entries), T [b]."""
-    K, V = cfg.K, logits.shape[-1]
-    k = V if cfg.draft_top_k is None else min(cfg.draft_top_k, V)
-    vals, ids = ranked_topk(logits, k)
-    W = max(k, K)
-    if W > k:
-        pad = W - k
-        vals = torch.cat([vals, vals.new_full(vals.shape[:-1] + (pad,), float("-inf"))], -1)
-        ids = torch.cat([ids, ids.new_zeros(ids.shape[:-1] + (pad,))], -1)
-    q = _softmax_or_zero(vals, torch.isfinite(vals))  # truncated, untempered
-    ok = (q > 0) & valid.unsqueeze(-1)  # q(x) > 0: the token is ranked
-    q = torch.where(ok, q, torch.zeros_like(q))
-    shape = ok.shape[:-1]
-    if cfg.policy == "topk":
-        ranks = torch.arange(K, device=logits.device).expand(shape + (K,))
-        kinds = torch.full(shape + (K,), LEAD, dtype=torch.int8, device=logits.device)
-        zero = torch.zeros_like(q)
-        return _Pool(ids[..., :K], kinds, ranks, q[..., :K], ok[..., :K], ids, zero, zero, None)
-    m = cfg.m
-    okU = ok[..., m:]
-    neg = torch.full_like(vals[..., m:], float("-inf"))
-    r = torch.where(okU, tempered(torch.where(okU, vals[..., m:], neg), T), torch.zeros_like(vals[..., m:]))
-    j = inverse_cdf(r, u.to(r.dtype))  # Y's index in U (rank order)
-    ranks, kinds, slot_ok = rheo_slots(ok, j, cfg)
-    factors = q.gather(-1, ranks)
-    factors[..., m] = sample_proxy(q, cfg, q.gather(-1, ranks[..., m:m + 1]).squeeze(-1))
-    lead_zero = torch.zeros_like(q[..., :m])
-    residual = torch.cat([lead_zero, r], -1)
-    check, dense = residual, None
-    if cfg.draft_law == "untempered":
-        check = torch.cat([lead_zero, _softmax_or_zero(torch.where(okU, vals[..., m:], neg), okU)], -1)
-    elif cfg.draft_law == "dense":
-        masked = logits.scatter(-1, ids[..., :m], float("-inf"))  # leads out, no truncation
-        dense = tempered(masked, T)
-    return _Pool(ids.gather(-1, ranks), kinds, ranks, factors, slot_ok, ids, residual, check, dense)
+    def padded(self) -> Nodes:
+        """These nodes and one more that is not ok (pruning's stand-in when fewer than R were recorded)."""
+        out = Nodes(*(torch.cat([getattr(self, f.name), getattr(self, f.name)[:, :1]], 1)
+                      for f in dataclasses.fields(Nodes)))
+        out.ok[:, -1] = False
+        return out
 
 
-def rheo_slots(ok: torch.Tensor, j: torch.Tensor, cfg: FastConfig):
-    """A rheo pool's slots (SPEC 2) from the ranked draft tokens' presence ok [..., W] and
-    Y's index j [...] in U (rank order; j >= W - m: Y ranks beyond the kept tokens).
-    Returns ranks [..., K] (slot -> rank; the sample's clamped into range), kinds and
-    slot_ok: leads x_1..x_m, the sample, fills = the first K-m-1 tokens of U without Y."""
-    K, m, W = cfg.K, cfg.m, ok.shape[-1]
-    shape = ok.shape[:-1]
-    f, lead_r, kind_row = _pool_constants(K, m, ok.device)
-    fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)
-    y_rank = (m + j).clamp(max=W - 1)
-    ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
-    has_u = ok[..., m:m + 1]
-    slot_ok = torch.cat([ok[..., :m], has_u, ok.gather(-1, fill_ranks) & has_u], -1)
-    return ranks, kind_row.expand(shape + (K,)), slot_ok
+def build_tree(draft: DraftFn, params: Params, T: torch.Tensor, uniforms: Uniforms,
+               expand_fn: ExpandFn | None = None) -> DraftTree:
+    """Build T_R for every request (docs/spec.md §3); ``draft(query)`` answers [b, n, V] logits.
+
+    T: [b] temperatures (sampling and verification; the tree's scores use the untempered
+    draft law). uniforms: §7 (only ``u_draw`` is read here). ``expand_fn`` replaces
+    ``expand`` (the benchmark's full-vocabulary baseline, ``expand_dense``).
+    """
+    expect_params("build_tree", params)
+    b = expect("build_tree", "T", T, "[b]", (None,), "float").shape[0]
+    uniforms.expect_for("build_tree", params, b)
+    expand_fn = expand_fn or expand
+    layer, pool = _root_layer(draft, expand_fn, T, uniforms, params)  # §3: layer 1 is the root's pool
+    layers, pools = [layer], [pool]
+    n_exp = torch.ones(b, dtype=torch.int64, device=T.device)  # expansions so far (§7 numbering)
+    for _ in range(2, params.depth + 1):  # §3 growth
+        layer, pool, n_exp = _next_layer(draft, expand_fn, layers, n_exp, T, uniforms, params)
+        layers.append(layer)
+        pools.append(pool)
+    nodes, order = _prune(Nodes.cat(layers), params.budget)  # §3 pruning to T_R
+    return _draft_tree(nodes, order, pools, n_exp, params)
 
 
-def sample_proxy(q: torch.Tensor, cfg: FastConfig, q_y: torch.Tensor) -> torch.Tensor:
-    """The sample's construction factor (SPEC 2) from the ranked draft law q [..., W] and
-    the drawn token's own q(Y) [...] (used only by the "self" control)."""
-    m = cfg.m
-    if cfg.proxy.kind == "rheo":
-        if m >= 1:
-            return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
-        return torch.clamp(q[..., 0] + cfg.epsilon, max=1.0)
-    if cfg.proxy.kind == "self":
-        return q_y
-    return torch.full_like(q[..., 0], float(cfg.proxy.value))
+def _draft(draft: DraftFn, query: DraftQuery) -> torch.Tensor:
+    """The draft model's logits at the query's nodes, checked: [b, n, V]."""
+    b, n = query.valid.shape
+    return expect("build_tree", f"draft(query) at layer {query.layer}", draft(query), "[b, n, V]", (b, n, None),
+                  "float")
+
+
+def _labels(pool: Pool, params: Params, vocab_size: int) -> tuple[torch.Tensor, int]:
+    """The children's labels in the order key and their radix: the slot (docs/spec.md §3).
+    pool: [b, e, K]; returns labels [b, e, K]."""
+    if params.tie_break == "token":  # the hook: a wrong-on-purpose tie-break
+        return variants.token_labels(pool.tokens, vocab_size)
+    b, e, K = pool.tokens.shape
+    return torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K), K
+
+
+def _root_layer(draft: DraftFn, expand_fn: ExpandFn, T: torch.Tensor, uniforms: Uniforms,
+                params: Params) -> tuple[Nodes, Pool]:
+    """Layer 1: the root's pool (docs/spec.md §3), drawn on u_draw[0] (§7). T: [b]."""
+    b, dev = T.shape[0], T.device
+    i64 = torch.int64
+    query = DraftQuery(0, torch.full((b, 1), -1, dtype=i64, device=dev), torch.zeros((b, 1, 0), dtype=i64, device=dev),
+                       torch.full((b, 1), -1, dtype=i64, device=dev), torch.full((b, 1), -1, dtype=i64, device=dev),
+                       torch.ones((b, 1), dtype=torch.bool, device=dev))
+    logits = _draft(draft, query)
+    pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params)
+    K = params.K
+    codes, _ = _labels(pool, params, logits.shape[-1])
+    layer = Nodes.record(pool, pool.factors.to(torch.float64), torch.full((b, 1, K), -1, dtype=i64, device=dev),
+                         codes, torch.zeros((b, 1, K), dtype=i64, device=dev), pool.tokens.unsqueeze(-1), params.depth)
+    return layer, pool
+
+
+def _next_layer(draft: DraftFn, expand_fn: ExpandFn, layers: list[Nodes], n_exp: torch.Tensor, T: torch.Tensor,
+                uniforms: Uniforms, params: Params) -> tuple[Nodes, Pool, torch.Tensor]:
+    """Growth (docs/spec.md §3): expand the first B nodes of the last layer (depth d-1) in
+    order-key order; their children are layer d. n_exp: [b] expansions so far; T: [b].
+    Returns (layer d, its pools [b, B, K], n_exp)."""
+    prev = layers[-1]
+    K, B, E = params.K, params.B, params.expansions
+    b, dev = T.shape[0], T.device
+    d = len(layers) + 1
+    sel = _order(prev.scores, prev.ok, prev.codes)[:, :B]  # the first B nodes of layer d-1 by order key
+    sel_ok = prev.ok.gather(1, sel)
+    e = n_exp.unsqueeze(1) + torch.arange(B, dtype=torch.int64, device=dev)  # §7: their expansion numbers
+    u = uniforms.u_draw.gather(1, e.clamp(max=E - 1))
+    prefixes = prev.prefixes[..., :d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
+    query = DraftQuery(d - 1, prev.tokens.gather(1, sel), prefixes, sel // K, sel % K, sel_ok)
+    logits = _draft(draft, query)
+    pool = expand_fn(logits, sel_ok, u, T, params)
+    scores = prev.scores.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
+    parent_rank = _lex_rank(prev.codes, prev.ok).gather(1, sel).unsqueeze(-1)
+    labels, radix = _labels(pool, params, logits.shape[-1])
+    codes = parent_rank * radix + labels  # < B * K * radix
+    parents = (sum(x.tokens.shape[1] for x in layers[:-1]) + sel).unsqueeze(-1).expand(b, B, K)
+    first_row = 1 + B * (d - 2)  # the root's pool is row 0, every layer since added B rows
+    rows = (first_row + torch.arange(B, dtype=torch.int64, device=dev)).expand(b, B).unsqueeze(-1).expand(b, B, K)
+    paths = torch.cat([prefixes.unsqueeze(2).expand(b, B, K, d - 1), pool.tokens.unsqueeze(-1)], -1)
+    layer = Nodes.record(pool, scores, parents, codes, rows, paths, params.depth)
+    return layer, pool, n_exp + sel_ok.sum(1)
 
 
 def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> torch.Tensor:
     """Indices sorting nodes by the order key (score desc, then ``secondary`` asc); nodes
-    that are not ok go last. score: float64 [b, N]; secondary: int64 [b, N] (unique)."""
+    that are not ok go last. score: float64 [b, N]; ok: [b, N]; secondary: int64 [b, N] (unique)."""
     i1 = torch.argsort(torch.where(ok, secondary, torch.full_like(secondary, torch.iinfo(torch.int64).max)),
                        dim=-1, stable=True)
     prim = torch.where(ok, -score, torch.full_like(score, float("inf"))).gather(-1, i1)
@@ -217,8 +261,8 @@ def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> to
 
 
 def _lex_rank(code: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    """Each node's rank by ``code`` within its layer (a monotone relabelling that keeps
-    the codes of the next layer small)."""
+    """Each node's rank by ``code`` [b, N] within its layer, ok [b, N] first (a monotone
+    relabelling that keeps the codes of the next layer small)."""
     masked = torch.where(ok, code, torch.full_like(code, torch.iinfo(torch.int64).max))
     order = torch.argsort(masked, dim=-1, stable=True)
     rank = torch.empty_like(order)
@@ -226,153 +270,100 @@ def _lex_rank(code: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-DraftFn = Callable[[DraftQuery], torch.Tensor]
-
-
-def build_tree(draft: DraftFn, cfg: FastConfig, T: torch.Tensor, uniforms: Uniforms,
-               expand_fn: Callable = None) -> DraftTree:
-    """Build T_R for every request (SPEC 3); ``draft(query)`` answers [b, n, V] logits.
-
-    T: [b] temperatures (sampling and verification; the tree's scores use the untempered
-    draft law). Uniforms: SPEC 7 (only ``u_draw`` is read here). ``expand_fn`` replaces
-    ``expand`` (the benchmark's full-vocabulary baseline, ``expand_dense``).
-    """
-    expand_fn = expand_fn or expand
-    K, B, D, R = cfg.K, cfg.B, cfg.depth, cfg.budget
-    dev = T.device
-    b = T.shape[0]
-    E = cfg.expansions
-    i64 = dict(dtype=torch.int64, device=dev)
-    root = DraftQuery(0, torch.full((b, 1), -1, **i64), torch.zeros((b, 1, 0), **i64),
-                      torch.full((b, 1), -1, **i64), torch.full((b, 1), -1, **i64),
-                      torch.ones((b, 1), dtype=torch.bool, device=dev))
-    pool = expand_fn(draft(root), root.valid, uniforms.u_draw[:, :1], T, cfg)
-    n_exp = torch.ones(b, **i64)
-    slot_k = torch.arange(K, **i64)
-
-    # per-layer records, concatenated at the end
-    L_tok, L_kind, L_slot, L_rank, L_score, L_ok, L_par, L_code, L_depth, L_row, L_pre = ([] for _ in range(11))
-    pools = [pool]
-
-    def record(pool, score, par, code, depth, row, pre):
-        n = pool.tokens.shape[1] * K
-        L_tok.append(pool.tokens.reshape(b, n))
-        L_kind.append(pool.kinds.reshape(b, n))
-        L_slot.append(slot_k.expand(b, pool.tokens.shape[1], K).reshape(b, n))
-        L_rank.append(pool.ranks.reshape(b, n))
-        L_score.append(score.reshape(b, n))
-        L_ok.append(pool.ok.reshape(b, n))
-        L_par.append(par.reshape(b, n))
-        L_code.append(code.reshape(b, n))
-        L_depth.append(torch.full((b, n), depth, **i64))
-        L_row.append(row.reshape(b, n))
-        pre = pre.reshape(b, n, depth)  # token paths, -1 padded to D
-        L_pre.append(torch.cat([pre, pre.new_full((b, n, D - depth), -1)], -1))
-
-    score = pool.factors.to(torch.float64)
-    first_code = slot_k.expand(b, 1, K) if cfg.tie_break == "slot" else pool.tokens
-    record(pool, score, torch.full((b, 1, K), -1, **i64), first_code, 1,
-           torch.zeros((b, 1, K), **i64), pool.tokens.unsqueeze(-1))
-    base, row_base = 0, 1
-    for d in range(2, D + 1):
-        tok, ok, sc, code, pre = L_tok[-1], L_ok[-1], L_score[-1], L_code[-1], L_pre[-1]
-        nP = tok.shape[1]
-        sel = _order(sc, ok, code)[:, :B]  # the first B nodes of layer d-1 by order key
-        sel_ok = ok.gather(1, sel)
-        e = n_exp.unsqueeze(1) + torch.arange(B, **i64)
-        n_exp = n_exp + sel_ok.sum(1)
-        u = uniforms.u_draw.gather(1, e.clamp(max=E - 1))
-        q_pre = pre[..., :d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
-        query = DraftQuery(d - 1, tok.gather(1, sel), q_pre, sel // K, sel % K, sel_ok)
-        logits = draft(query)
-        pool = expand_fn(logits, sel_ok, u, T, cfg)
-        pools.append(pool)
-        score = sc.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
-        prank = _lex_rank(code, ok).gather(1, sel).unsqueeze(-1)
-        mult = K if cfg.tie_break == "slot" else logits.shape[-1]  # codes stay below B*K*mult
-        code_new = prank * mult + (slot_k.expand(b, B, K) if cfg.tie_break == "slot" else pool.tokens)
-        par = (base + sel).unsqueeze(-1).expand(b, B, K)
-        row = (row_base + torch.arange(B, **i64)).expand(b, B).unsqueeze(-1).expand(b, B, K)
-        pre_new = torch.cat([q_pre.unsqueeze(2).expand(b, B, K, d - 1), pool.tokens.unsqueeze(-1)], -1)
-        base += nP
-        row_base += B
-        record(pool, score, par, code_new, d, row, pre_new)
-
-    tok, kind, slot, rank = (torch.cat(x, 1) for x in (L_tok, L_kind, L_slot, L_rank))
-    score, ok, par, code, depth, row = (torch.cat(x, 1) for x in (L_score, L_ok, L_par, L_code, L_depth, L_row))
-    span = int(code.max()) + 1 if code.numel() else 1
-    order = _order(score, ok, depth * span + code)[:, :R]  # T_R (SPEC 3 pruning)
-    N = tok.shape[1]
+def _prune(nodes: Nodes, R: int) -> tuple[Nodes, torch.Tensor]:
+    """Pruning (docs/spec.md §3): T_R is the first R recorded nodes in order-key order
+    (score desc, depth asc, slot path asc). Returns the nodes (one padding node appended
+    when fewer than R were recorded) and T_R's indices into them, order [b, R]."""
+    span = int(nodes.codes.max()) + 1 if nodes.codes.numel() else 1
+    order = _order(nodes.scores, nodes.ok, nodes.depth * span + nodes.codes)[:, :R]
+    b, N = nodes.tokens.shape
     if order.shape[1] < R:  # fewer recorded nodes than the budget
-        fill = torch.full((b, R - order.shape[1]), N, **i64)
-        order = torch.cat([order, fill], 1)
-        tok, kind, slot, rank, score, par, depth, row = (
-            torch.cat([x, x[:, :1]], 1) for x in (tok, kind, slot, rank, score, par, depth, row))
-        ok = torch.cat([ok, torch.zeros((b, 1), dtype=torch.bool, device=dev)], 1)
-    valid = ok.gather(1, order)
-    num_nodes = valid.sum(1)
-    pos = torch.full((b, tok.shape[1] + 1), -1, **i64)
-    target = torch.where(valid, order, torch.full_like(order, tok.shape[1]))
-    pos.scatter_(1, target, torch.arange(R, **i64).expand(b, R))
+        nodes = nodes.padded()
+        order = torch.cat([order, torch.full((b, R - order.shape[1]), N, dtype=torch.int64, device=order.device)], 1)
+    return nodes, order
+
+
+def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: torch.Tensor,
+                params: Params) -> DraftTree:
+    """T_R in the serving format (``DraftTree``): nodes [b, N] recorded, order [b, R] the
+    kept ones in order-key order, pools the expansions' pools, n_exp [b]."""
+    (b, R), D, dev = order.shape, params.depth, order.device
+    N = nodes.tokens.shape[1]
+    valid = nodes.ok.gather(1, order)
+    pos = torch.full((b, N + 1), -1, dtype=torch.int64, device=dev)  # recorded node -> its index in T_R
+    pos.scatter_(1, torch.where(valid, order, torch.full_like(order, N)),
+                 torch.arange(R, dtype=torch.int64, device=dev).expand(b, R))
     pos = pos[:, :-1]
-    p_rec = par.gather(1, order)
+    p_rec = nodes.parents.gather(1, order)
     parents = torch.where(valid & (p_rec >= 0), pos.gather(1, p_rec.clamp(min=0)), torch.full_like(p_rec, -1))
     pad = torch.zeros_like(order)
-    tokens = torch.where(valid, tok.gather(1, order), pad)
-    kinds = torch.where(valid, kind.gather(1, order).to(torch.int64), pad - 1).to(torch.int8)
-    slots = torch.where(valid, slot.gather(1, order), pad)
-    ranks = torch.where(valid, rank.gather(1, order), pad)
-    depths = torch.where(valid, depth.gather(1, order), pad)
-    scores = torch.where(valid, score.gather(1, order), torch.zeros((b, R), dtype=score.dtype, device=dev))
-    rows = row.gather(1, order)
-    pre = torch.cat(L_pre, 1)
-    if pre.shape[1] < tok.shape[1]:  # the padding column added above
-        pre = torch.cat([pre, pre[:, :1]], 1)
-    node_pre = torch.where(valid.unsqueeze(-1), pre.gather(1, order.unsqueeze(-1).expand(b, R, D)),
-                           torch.full((b, R, D), -1, **i64))
-    prefixes = torch.cat([torch.full((b, 1, D), -1, **i64), node_pre], 1)
-
-    # sparse residual laws of the sample nodes, gathered from their parents' expansions
-    ids_all = torch.cat([p.ids for p in pools], 1)  # [b, rows, W]
-    W = ids_all.shape[-1]
-    is_sample = valid & (kinds == SAMPLE)
-    gather_rows = rows.unsqueeze(-1).expand(b, R, W)
-    sample_ids = torch.where(is_sample.unsqueeze(-1), ids_all.gather(1, gather_rows), torch.zeros_like(gather_rows))
-    zeros = torch.zeros((b, R, W), dtype=pools[0].residual.dtype, device=dev)
-
-    def per_node(name):
-        allr = torch.cat([getattr(p, name) for p in pools], 1)
-        return torch.where(is_sample.unsqueeze(-1), allr.gather(1, gather_rows), zeros)
-
-    sample_probs = per_node("residual")
-    verify_probs = sample_probs if cfg.draft_law == "sampled" else per_node("check")
-    verify_dense = None
-    if cfg.draft_law == "dense" and cfg.policy == "rheo":
-        dense_all = torch.cat([p.dense for p in pools], 1)
-        Vd = dense_all.shape[-1]
-        verify_dense = dense_all.gather(1, rows.unsqueeze(-1).expand(b, R, Vd))
-        verify_dense = torch.where(is_sample.unsqueeze(-1), verify_dense, torch.zeros_like(verify_dense))
-
-    mask, pos_ids, children, retrieve = _tree_tensors(parents, depths, slots, valid, K, D)
-    return DraftTree(tokens, parents, depths, slots, kinds, ranks, scores, valid, num_nodes, mask, pos_ids,
+    tokens = torch.where(valid, nodes.tokens.gather(1, order), pad)
+    kinds = torch.where(valid, nodes.kinds.gather(1, order).to(torch.int64), pad - 1).to(torch.int8)
+    slots = torch.where(valid, nodes.slots.gather(1, order), pad)
+    ranks = torch.where(valid, nodes.ranks.gather(1, order), pad)
+    depths = torch.where(valid, nodes.depth.gather(1, order), pad)
+    scores = torch.where(valid, nodes.scores.gather(1, order),
+                         torch.zeros((b, R), dtype=nodes.scores.dtype, device=dev))
+    node_pre = torch.where(valid.unsqueeze(-1), nodes.prefixes.gather(1, order.unsqueeze(-1).expand(b, R, D)),
+                           torch.full((b, R, D), -1, dtype=torch.int64, device=dev))
+    prefixes = torch.cat([torch.full((b, 1, D), -1, dtype=torch.int64, device=dev), node_pre], 1)
+    sample_ids, sample_probs, verify_probs, verify_dense = _sample_laws(
+        pools, nodes.rows.gather(1, order), valid & (kinds == SAMPLE), params)
+    mask, pos_ids, children, retrieve = _tree_tensors(parents, depths, slots, valid, params.K, D)
+    return DraftTree(tokens, parents, depths, slots, kinds, ranks, scores, valid, valid.sum(1), mask, pos_ids,
                      children, prefixes, retrieve, sample_ids, sample_probs, verify_probs, verify_dense, n_exp)
 
 
-def _tree_tensors(parents, depths, slots, valid, K, D):
-    """Attention mask, position ids, children table and retrieve indices."""
+def _sample_laws(pools: list[Pool], rows: torch.Tensor, is_sample: torch.Tensor,
+                 params: Params) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The sample nodes' residual laws (docs/spec.md §2), gathered from their parents'
+    expansions: rows [b, R] each node's pool row, is_sample [b, R]. Returns sample_ids,
+    sample_probs (r), verify_probs (the law §4 step 3 checks against) [b, R, W] and
+    verify_dense [b, R, V] or None (zeros away from the samples)."""
+    ids_all = torch.cat([p.ids for p in pools], 1)  # [b, rows, W]
+    (b, R), W = rows.shape, ids_all.shape[-1]
+    gather_rows = rows.unsqueeze(-1).expand(b, R, W)
+    sample_ids = torch.where(is_sample.unsqueeze(-1), ids_all.gather(1, gather_rows), torch.zeros_like(gather_rows))
+    zeros = torch.zeros((b, R, W), dtype=pools[0].residual.dtype, device=rows.device)
+
+    def per_node(laws: list[torch.Tensor]) -> torch.Tensor:  # laws: [b, e, W] per expansion
+        return torch.where(is_sample.unsqueeze(-1), torch.cat(laws, 1).gather(1, gather_rows), zeros)
+
+    sample_probs = per_node([p.residual for p in pools])
+    verify_probs = sample_probs if params.draft_law == "sampled" else per_node([p.check for p in pools])
+    verify_dense = None
+    dense = [p.dense for p in pools if p.dense is not None]
+    if dense:  # ``draft_law: "dense"`` (a variant of the check law, ``variants.check_law``)
+        dense_all = torch.cat(dense, 1)
+        Vd = dense_all.shape[-1]
+        verify_dense = dense_all.gather(1, rows.unsqueeze(-1).expand(b, R, Vd))
+        verify_dense = torch.where(is_sample.unsqueeze(-1), verify_dense, torch.zeros_like(verify_dense))
+    return sample_ids, sample_probs, verify_probs, verify_dense
+
+
+def _tree_tensors(parents: torch.Tensor, depths: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor, K: int,
+                  D: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention mask [b, R+1, R+1], position ids [b, R+1], children table [b, R+1, K] and
+    retrieve indices [b, R, D+1] of T_R, from parents, depths, slots, valid: [b, R]."""
     b, R = parents.shape
     dev = parents.device
-    i64 = dict(dtype=torch.int64, device=dev)
-    ar = torch.arange(b, **i64).unsqueeze(1)
+
+    def i64(shape: tuple[int, ...], fill: int) -> torch.Tensor:
+        return torch.full(shape, fill, dtype=torch.int64, device=dev)
+
+    def arange(start: int, end: int) -> torch.Tensor:
+        return torch.arange(start, end, dtype=torch.int64, device=dev)
+
+    ar = arange(0, b).unsqueeze(1)
     # parent in root-included indexing: root = 0, node i = i + 1; the root has none (-1)
-    par1 = torch.cat([torch.full((b, 1), -1, **i64), torch.where(valid, parents + 1, torch.full_like(parents, -1))], 1)
-    depth1 = torch.cat([torch.zeros((b, 1), **i64), depths], 1)
+    par1 = torch.cat([i64((b, 1), -1), torch.where(valid, parents + 1, torch.full_like(parents, -1))], 1)
+    depth1 = torch.cat([i64((b, 1), 0), depths], 1)
     valid1 = torch.cat([torch.ones((b, 1), dtype=torch.bool, device=dev), valid], 1)
-    idx = torch.arange(R + 1, **i64).expand(b, R + 1)
+    idx = arange(0, R + 1).expand(b, R + 1)
     mask = torch.eye(R + 1, dtype=torch.bool, device=dev).expand(b, R + 1, R + 1).clone()
-    anc = torch.full((b, R + 1, D + 1), -1, **i64)  # anc[i, d] = the ancestor of i at depth d
+    anc = i64((b, R + 1, D + 1), -1)  # anc[i, d] = the ancestor of i at depth d
     cur = torch.where(valid1, idx, torch.full_like(idx, -1))
-    rows = torch.arange(R + 1, **i64).expand(b, R + 1)
+    rows = arange(0, R + 1).expand(b, R + 1)
     for _ in range(D + 1):
         live = cur >= 0
         c = cur.clamp(min=0)
@@ -380,9 +371,9 @@ def _tree_tensors(parents, depths, slots, valid, K, D):
         dpos = depth1.gather(1, c)
         anc[ar.expand(b, R + 1)[live], rows[live], dpos[live]] = c[live]
         cur = torch.where(live, par1.gather(1, c), cur)
-    children = torch.full((b, (R + 1) * K + 1), -1, **i64)
+    children = i64((b, (R + 1) * K + 1), -1)
     flat = torch.where(valid, (parents + 1) * K + slots, torch.full_like(parents, (R + 1) * K))
-    children.scatter_(1, flat, torch.arange(1, R + 1, **i64).expand(b, R))
+    children.scatter_(1, flat, arange(1, R + 1).expand(b, R))
     children = children[:, :-1].reshape(b, R + 1, K)
     has_child = (children[:, 1:] >= 0).any(-1)
     leaf = valid & ~has_child
