@@ -1,5 +1,6 @@
-"""Table models for tests and benchmarks: ``SpecModel`` implementations whose laws come
-from tables, so that the reference engine can be handed the very same laws.
+"""Table models for tests and benchmarks: ``SpecModel`` implementations whose laws (the
+target p and draft q of docs/spec.md §0) come from tables, so that the reference engine
+can be handed the very same laws.
 
 A stateless table model ignores everything but the token paths. ``HashTableModel`` is the
 vectorized one (any vocabulary up to 128256, a knob for how close the draft is to the
@@ -12,13 +13,17 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from rheo.fastpath import DraftQuery, DraftTree, VerifyResult
 from rheo.reference import Instance, Table, Temperature
 from rheo.reference.params import Params
+
+TargetFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (rows [n], nodes [n]) -> logits [n, V]
+LogitsFn = Callable[[int, tuple[int, ...]], "Sequence[float] | torch.Tensor"]  # (request, prefix) -> logits [V]
 
 _P = 2_147_483_647  # 2^31 - 1: hashing in int64 never overflows
 _A, _C = 1_103_515_245 % _P, 48_271
@@ -32,7 +37,7 @@ def _fold(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return h
 
 
-def _float_law(logits: torch.Tensor) -> tuple:
+def _float_law(logits: torch.Tensor) -> tuple[float, ...]:  # logits: [V]
     return tuple(torch.softmax(logits.to(torch.float64), -1).tolist())
 
 
@@ -41,10 +46,10 @@ class _TableBase:
 
     vocab_size: int
 
-    def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:  # [V]
+    def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # [V]
         raise NotImplementedError
 
-    def reference_instance(self, i: int, cfg: Params, temperature: float):
+    def reference_instance(self, i: int, cfg: Params, temperature: float) -> Instance:
         """Request i's current laws as a float64 reference ``Instance`` for ``cfg``."""
         return Instance(self.vocab_size,
                         Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
@@ -65,7 +70,8 @@ class HashTableModel(_TableBase):
 
     def __init__(self, vocab_size: int, batch: int, *, seed: int = 0, rows: int = 256, scale: float = 2.0,
                  draft_noise: float = 1.0, zero_fraction: float = 0.0, shared_context: bool = False,
-                 lazy_target: bool = False, dtype=torch.float32, device=None):
+                 lazy_target: bool = False, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None) -> None:
         if not 1 <= vocab_size <= 1 << 20:
             raise ValueError(f"vocab_size: must be in [1, {1 << 20}], got {vocab_size}")
         g = torch.Generator().manual_seed(seed)
@@ -108,11 +114,14 @@ class HashTableModel(_TableBase):
         self.forward_seconds += time.perf_counter() - t0
         return out
 
-    def target_logits(self, tree: DraftTree) -> torch.Tensor:
+    def target_logits(self, tree: DraftTree) -> torch.Tensor | TargetFn:
+        """[b, R+1, V], or with ``lazy_target`` a callable (rows [n], nodes [n]) -> [n, V]."""
         t0 = time.perf_counter()
         rows, bank = self._prefix_rows(tree.prefixes), self.banks["target"]
+        out: torch.Tensor | TargetFn
         if self.lazy_target:  # only the visited nodes' rows are ever materialized
-            out = lambda ix, nodes: bank[rows[ix, nodes]]  # noqa: E731
+            def out(ix: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+                return bank[rows[ix, nodes]]
         else:
             out = bank[rows]
         self.forward_seconds += time.perf_counter() - t0
@@ -121,7 +130,7 @@ class HashTableModel(_TableBase):
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
         self.context = _fold(self.context, result.tokens)
 
-    def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
+    def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
         h = self.context[i:i + 1].cpu()
         if prefix:
             h = _fold(h, torch.tensor([list(prefix)], dtype=torch.int64))
@@ -133,17 +142,18 @@ class PrefixTableModel(_TableBase):
     a Python loop over nodes, for tests only). The prefix is relative to the cycle root;
     ``advance`` does nothing (every cycle starts from the same root)."""
 
-    def __init__(self, vocab_size: int, batch: int, target: Callable, draft: Callable, dtype=torch.float64,
-                 device=None):
+    def __init__(self, vocab_size: int, batch: int, target: LogitsFn, draft: LogitsFn,
+                 dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> None:
         self.vocab_size, self.batch = vocab_size, batch
         self.device = torch.device(device or "cpu")
         self.fns = {"target": target, "draft": draft}
         self.dtype = dtype
 
-    def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
+    def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
         return torch.as_tensor(self.fns[side](i, tuple(prefix)), dtype=torch.float64)
 
-    def _table(self, side, paths, valid):
+    def _table(self, side: str, paths: list[list[list[int]]], valid: torch.Tensor) -> torch.Tensor:
+        """Logits [b, n, V] at token paths [b][n] (-1 padded) where valid [b, n]."""
         b, n = valid.shape
         out = torch.zeros((b, n, self.vocab_size), dtype=self.dtype)
         for i in range(b):
@@ -164,7 +174,7 @@ class PrefixTableModel(_TableBase):
         pass
 
 
-def law_logits(law) -> list:
+def law_logits(law: Sequence[Any]) -> list[float]:
     """Logits of a probability vector (log p, -inf where p = 0)."""
     return [math.log(float(x)) if x > 0 else float("-inf") for x in law]
 
@@ -175,7 +185,8 @@ class ReferenceTableModel(_TableBase):
     a gather by a mixed-radix prefix code. Every request starts from the same root, so a
     batch of b requests is b independent cycles of the same instance (statistical tests)."""
 
-    def __init__(self, inst, batch: int, dtype=torch.float64, device=None):
+    def __init__(self, inst: Instance, batch: int, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         import itertools
 
         n, D = inst.n, inst.config.depth
@@ -196,20 +207,20 @@ class ReferenceTableModel(_TableBase):
                     tables["draft"][code] = torch.tensor(law_logits(inst.draft(prefix)), dtype=torch.float64)
         self.tables = {s: t.to(device=self.device, dtype=dtype) for s, t in tables.items()}
 
-    def _code_of(self, prefix) -> int:
+    def _code_of(self, prefix: Sequence[int]) -> int:
         code = 0
         for t in prefix:
             code = code * self.base + t + 1
         return code
 
-    def _codes(self, paths: torch.Tensor) -> torch.Tensor:
+    def _codes(self, paths: torch.Tensor) -> torch.Tensor:  # paths: [..., L] -> [...]
         code = torch.zeros(paths.shape[:-1], dtype=torch.int64, device=paths.device)
         for i in range(paths.shape[-1]):
             t = paths[..., i]
             code = torch.where(t >= 0, code * self.base + t + 1, code)
         return code
 
-    def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
+    def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
         return self.tables[side][self._code_of(prefix)].cpu()
 
     def prefix_logits(self, prefixes: torch.Tensor, side: str = "target",

@@ -1,6 +1,8 @@
 """A stateful model for the ``SpecModel`` interface: a tiny causal transformer with a KV
 cache and tree attention (the target), and an EAGLE-style recurrent head on its hidden
 states (the draft). Random, seeded weights; small vocabularies; tests and examples only.
+It answers the fastpath's queries of docs/spec.md §3 (the draft at the expanded nodes) and
+§4 (the target at every node of T_R).
 
 Per cycle, as in a serving engine:
 
@@ -30,12 +32,13 @@ from rheo.testing.tables import _TableBase
 
 class TinyTreeLM(_TableBase):
     def __init__(self, vocab_size: int, prompts: torch.Tensor, *, d: int = 16, max_len: int = 256, seed: int = 0,
-                 draft_noise: float = 0.5, dtype=torch.float64, device=None):
+                 draft_noise: float = 0.5, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None) -> None:
         """prompts: [b, P] token ids (P >= 1); the last prompt token is the first root."""
         g = torch.Generator().manual_seed(seed)
         dev = torch.device(device or "cpu")
 
-        def w(*shape, scale=1.0):
+        def w(*shape: int, scale: float = 1.0) -> torch.Tensor:
             return (scale * torch.randn(shape, generator=g, dtype=torch.float64)).to(device=dev, dtype=dtype)
 
         self.vocab_size, self.d, self.max_len, self.dtype, self.device = vocab_size, d, max_len, dtype, dev
@@ -60,11 +63,12 @@ class TinyTreeLM(_TableBase):
                                   torch.ones((b, P - 1, P - 1), dtype=torch.bool, device=dev).tril())
             self.k[:, :P - 1], self.v[:, :P - 1], self.h[:, :P - 1] = k, v, h
             self.length[:] = P - 1
-        self._rows_g = None
-        self._tree = None
+        self._rows_g: torch.Tensor | None = None  # [b, n, d] the head's states at the last query's rows
+        self._tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # k, v, h [b, R+1, d] of the tree
 
     # ---- the transformer ----
-    def _layer(self, tokens, positions, mask, cache=False):
+    def _layer(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+               cache: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """tokens, positions [b, n]; mask [b, n, n] among the new tokens; with ``cache`` the
         new tokens also attend to the cached positions < length. Returns k, v, h [b, n, d]."""
         x = self.emb[tokens] + self.pos[positions]
@@ -84,7 +88,7 @@ class TinyTreeLM(_TableBase):
         h = y + torch.tanh(y @ self.W1) @ self.W2
         return k, v, h
 
-    def full_logits(self, i: int, tokens: list) -> torch.Tensor:
+    def full_logits(self, i: int, tokens: list[int]) -> torch.Tensor:
         """Target logits after ``tokens`` (request i, from scratch, no cache): [V]."""
         t = torch.tensor([tokens], device=self.device)
         n = t.shape[1]
@@ -93,7 +97,7 @@ class TinyTreeLM(_TableBase):
         return (h[0, -1] @ self.out).cpu()
 
     # ---- the draft head ----
-    def _head_root(self):
+    def _head_root(self) -> torch.Tensor:  # -> [b, d]
         b = self.batch
         last = (self.length - 1).clamp(min=0)
         h_last = self.h[torch.arange(b, device=self.device), last] * (self.length > 0).unsqueeze(1)
@@ -104,12 +108,13 @@ class TinyTreeLM(_TableBase):
         if query.layer == 0:
             g = self._head_root().unsqueeze(1)  # [b, 1, d]
         else:
+            assert self._rows_g is not None, "the root is drafted first (layer 0)"
             parent = self._rows_g.gather(1, query.parent_rows.clamp(min=0).unsqueeze(-1).expand(-1, -1, self.d))
             g = torch.tanh(parent @ self.A + self.E[query.tokens.clamp(min=0)])
         self._rows_g = g
         return g @ self.head_out
 
-    def head_logits(self, i: int, prefix: tuple) -> torch.Tensor:
+    def head_logits(self, i: int, prefix: tuple[int, ...]) -> torch.Tensor:
         """The draft head's logits at a token path (request i), recomputed: [V]."""
         g = self._head_root()[i]
         for t in prefix:
@@ -127,6 +132,7 @@ class TinyTreeLM(_TableBase):
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
         """Cache the root and the accepted nodes; the final token becomes the next root."""
+        assert self._tree is not None, "advance follows target_logits"
         k, v, h = self._tree
         b = self.batch
         n_acc = result.lengths - 1
@@ -142,7 +148,7 @@ class TinyTreeLM(_TableBase):
             self.tokens[i].extend(result.output(i))
 
     # ---- the same laws for the reference engine (``reference_instance`` from _TableBase) ----
-    def logits_at(self, i: int, prefix: tuple, side: str) -> torch.Tensor:
+    def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:
         if side == "target":
             return self.full_logits(i, self.tokens[i] + list(prefix))
         return self.head_logits(i, prefix)
