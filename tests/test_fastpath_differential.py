@@ -1,5 +1,5 @@
 """Decision equality: the fastpath (float64) against the reference simulator on the same
-uniforms (SPEC 7), on Hypothesis-generated small instances (every policy, m, budget,
+uniforms (docs/spec.md §7), on Hypothesis-generated small instances (every policy, m, budget,
 temperature, filter, sparse on/off, and the wrong-on-purpose variants), and on designed
 exact ties.
 

@@ -1,4 +1,4 @@
-"""The fastpath's laws on logits against the reference's readings (SPEC sections 0, 1, 7)."""
+"""The fastpath's laws on logits against the reference's readings (docs/spec.md §0, §1, §7)."""
 from __future__ import annotations
 
 import math
@@ -25,7 +25,8 @@ def test_ranked_topk_breaks_ties_by_lower_id():
         assert vals.shape == ids.shape == (3, 2, k)
         for a in range(3):
             for b in range(2):
-                want = sorted((t for t in range(V) if x[a, b, t] > float("-inf")), key=lambda t: (-x[a, b, t].item(), t))
+                kept = (t for t in range(V) if x[a, b, t] > float("-inf"))
+                want = sorted(kept, key=lambda t: (-x[a, b, t].item(), t))
                 got = [t for t in ids[a, b].tolist() if x[a, b, t] > float("-inf")]
                 assert got == want[:k]
 

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from rheo.checks.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, verify,
+    FastConfig, TargetFilters, Uniforms, build_tree, expand, inverse_cdf, ranked_topk, run_cycle, target_law, tempered,
+    verify,
 )
 from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
 from rheo.testing import HashTableModel, TinyTreeLM  # noqa: E402
@@ -157,7 +158,8 @@ def test_float32_path_stays_close_to_float64():
 
 @pytest.mark.parametrize("field,kwargs", [
     ("m", dict(m=3, K=3)), ("K", dict(K=0)), ("beam", dict(beam=5, K=3, m=1)), ("budget", dict(budget=0)),
-    ("proxy.constant", dict(proxy=1.5)), ("proxy", dict(proxy="paper")), ("verify", dict(verify="eagle")), ("draft_law", dict(draft_law="x")),
+    ("proxy.constant", dict(proxy=1.5)), ("proxy", dict(proxy="paper")), ("verify", dict(verify="eagle")),
+    ("draft_law", dict(draft_law="x")),
     ("draft_top_k", dict(draft_top_k=0)), ("target_top_p", dict(filters=TargetFilters(top_p=0.0))),
     ("tie_break", dict(tie_break="id")), ("policy", dict(policy="greedy")),
 ])
@@ -165,3 +167,58 @@ def test_bad_config_names_the_field(field, kwargs):
     with pytest.raises(CaseError) as err:
         FastConfig(**kwargs)
     assert err.value.field == field
+
+
+def test_entry_points_name_the_bad_argument():
+    """Every entry point checks its tensors' shapes and dtypes at entry and says which
+    argument is wrong, what it got and what it expects."""
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1, draft_top_k=None)
+    model = HashTableModel(20, 2, seed=0, dtype=torch.float64)
+    T = torch.ones(2, dtype=torch.float64)
+    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    logits = model.target_logits(tree)
+    wrong_k = Uniforms.random(2, 4, cfg.B, cfg.depth)
+    calls = {
+        "build_tree: T must be a float tensor of shape [b] = [*], got shape [2, 1]":
+            lambda: build_tree(model.draft_logits, cfg, T.unsqueeze(1), u),
+        "build_tree: uniforms.u_det must be a float tensor of shape [b, D+1, K] = [2, 3, 3], got shape [2, 3, 4]":
+            lambda: build_tree(model.draft_logits, cfg, T, wrong_k),
+        "build_tree: draft(query) at layer 0 must be a float tensor of shape [b, n, V]":
+            lambda: build_tree(lambda query: torch.zeros(2, 20), cfg, T, u),
+        "verify: target_logits must be a float tensor of shape [b, R+1, V] = [2, 6, *], got shape [2, 5, 20]":
+            lambda: verify(tree, logits[:, :-1], T, cfg, u),
+        "verify: T must be a float tensor of shape [b] = [2], got shape [2] and dtype torch.int64":
+            lambda: verify(tree, logits, T.long(), cfg, u),
+        "verify_naive: target_logits must be a float tensor": lambda: verify_naive(tree, logits.long(), T, cfg, u),
+        "expand: valid must be a bool tensor of shape [b, n] = [2, 1]":
+            lambda: expand(torch.zeros(2, 1, 5), torch.ones(2, 1), torch.zeros(2, 1), T, cfg),
+        "expand_dense: u must be a float tensor of shape [b, n] = [2, 1]":
+            lambda: expand_dense(torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 2), T, cfg),
+        "target_law: T must be a float tensor of shape [b] = [3]": lambda: target_law(torch.zeros(3, 5), T),
+        "tempered: logits must be a float tensor of shape [b, ..., V]":
+            lambda: tempered(torch.zeros(3, 5, dtype=torch.int64), torch.ones(3)),
+        "ranked_topk: k must be an integer >= 1, got 0": lambda: ranked_topk(torch.zeros(5), 0),
+        "inverse_cdf: u must be a float tensor": lambda: inverse_cdf(torch.ones(2, 3), torch.ones(3)),
+        "Uniforms: u_sample must be a float tensor of shape [b, D+1] = [2, *], got shape [3, 2]":
+            lambda: Uniforms(torch.rand(2, 3), torch.rand(3, 2), torch.rand(2, 2, 3), torch.rand(2, 2)),
+        "Uniforms.random: K must be an integer >= 1, got 0": lambda: Uniforms.random(2, 0, 1, 1),
+        "run_cycle: temperature must be a float tensor of shape [b] (b = model.batch) or a float = [2], got shape [3]":
+            lambda: run_cycle(model, cfg, torch.ones(3)),
+    }
+    for message, call in calls.items():
+        with pytest.raises(ValueError) as err:
+            call()
+        assert message in str(err.value), (message, str(err.value))
+
+
+def test_entry_points_refuse_exact_arithmetic():
+    """The fastpath computes in float64: exact-arithmetic Params are refused, naming the field."""
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1).in_arithmetic("exact")
+    model = HashTableModel(20, 2, seed=0)
+    for call in (lambda: run_cycle(model, cfg, 1.0),
+                 lambda: expand(torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 1),
+                                torch.ones(2), cfg)):
+        with pytest.raises(CaseError) as err:
+            call()
+        assert err.value.field == "arithmetic" and "in_arithmetic" in str(err.value)
