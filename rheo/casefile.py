@@ -168,9 +168,9 @@ def dump_case(case: dict) -> str:
     for i, (key, value) in enumerate(items):
         end = "," if i < len(items) - 1 else ""
         if key in ("target", "draft") and isinstance(value, dict):
-            rows = [f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()]
+            rows = [f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items()]
             lines.append(f"  {json.dumps(key)}: {{\n" + ",\n".join(rows) + f"\n  }}{end}")
         else:
-            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{end}")
+            lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}{end}")
     lines.append("}")
     return "\n".join(lines) + "\n"
