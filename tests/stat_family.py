@@ -1,14 +1,22 @@
 """The statistical tests' family: one false-positive budget split over every case that
 asserts "no difference" (Bonferroni), and the CI sample sizes.
 
-The family's cases (tests/test_fastpath_statistical.py):
-- cycle law = reference, 4 instances x 2 devices (the CUDA ones run on a GPU machine) = 8
-- calibration, quiet on the correct fastpath                                        = 1
-- continued law = p_T on the corrected corpus cases                                  = 2
-- V = 32000: the first token, and the second given each of 3 first tokens            = 4
+The family's cases, counted from what tests/test_fastpath_statistical.py registers:
+- cycle law = reference: every ``quiet_cases()`` instance on every device of ``DEVICES``
+  (the CUDA ones run on a GPU machine);
+- calibration: quiet on the correct fastpath (one case);
+- continued law = p_T on the corrected corpus cases (``CORRECTED``);
+- V = 32000: the first token, and the second given each of the ``LARGE_SECOND`` most
+  frequent first tokens.
 """
+from rheo.checks.sampling import quiet_cases
+
+from .devices import DEVICES
+
 FAMILY_ALPHA = 1e-6
-FAMILY_CASES = 15
+CORRECTED = (("paper-abc-constant-proxy", {"proxy": "rheo"}), ("control-sample_last", {"verify": "rheo"}))
+LARGE_SECOND = 3
+FAMILY_CASES = len(quiet_cases()) * len(DEVICES) + 1 + len(CORRECTED) + (1 + LARGE_SECOND)
 CASE_ALPHA = FAMILY_ALPHA / FAMILY_CASES
 CI_CYCLES = 200_000  # cycles per small-vocabulary case
 LARGE_CYCLES = 100_000  # cycles of the V = 32000 test (10x under the deep marker)

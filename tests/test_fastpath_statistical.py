@@ -19,7 +19,7 @@ from rheo.testing.planted import PLANTED_BASE, PLANTED_BUGS, planted, reuse_samp
 from rheo.checks.goodness_of_fit import detectable_tv, gof  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
-from .stat_family import CASE_ALPHA, CI_CYCLES, LARGE_CYCLES  # noqa: E402
+from .stat_family import CASE_ALPHA, CI_CYCLES, CORRECTED, LARGE_CYCLES, LARGE_SECOND  # noqa: E402
 
 
 QUIET = quiet_cases()
@@ -131,10 +131,7 @@ def _continued_test(inst, **kw):
     return gof(counts, continued_law(inst, L), CASE_ALPHA)
 
 
-@pytest.mark.parametrize("name,fix", [
-    ("paper-abc-constant-proxy", {"proxy": "rheo"}),
-    ("control-sample_last", {"verify": "rheo"}),
-])
+@pytest.mark.parametrize("name,fix", CORRECTED)
 def test_fastpath_continued_law_is_p_T(name, fix):
     """The corrected variant of a corpus case: O continued by target sampling follows p_T."""
     result = _continued_test(_case(name, **fix))
@@ -176,7 +173,7 @@ def _large_vocab(cycles, seed):
                            lazy_target=True)
     first, pairs = sample_first_two(model, LARGE_CFG, 1.0, cycles, seed=seed, batch=500)
     out = [("first token", gof(first, table_law(model, (), LARGE_CFG, 1.0), CASE_ALPHA))]
-    for x, _ in first.most_common(3):
+    for x, _ in first.most_common(LARGE_SECOND):
         second = {t2: c for (t1, t2), c in pairs.items() if t1 == x}
         out.append((f"second token | first = {x}", gof(second, table_law(model, (x,), LARGE_CFG, 1.0), CASE_ALPHA)))
     return out
