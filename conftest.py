@@ -1,6 +1,7 @@
 """Shared pytest set-up: Hypothesis profiles (see rheo/checks/profiles.py), and one
 torch thread per xdist worker (the workers already fill the cores; more threads per worker
 only fight over them)."""
+
 import os
 
 from rheo.checks.profiles import register

@@ -11,6 +11,7 @@
   sample's uniform (one uniform per depth instead of one per decision), so the two
   decisions are correlated (docs/spec.md §7).
 """
+
 from __future__ import annotations
 
 from examples.loop_impl import LoopImplementation

@@ -11,6 +11,7 @@ protocol (docs/gate.md, "Checking another implementation"):
 
 ``examples/buggy_impl.py`` subclasses it with one realistic bug each; the gate catches them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -86,9 +87,18 @@ class LoopImplementation:
         kids = []
 
         def child(slot, token, kind, factor, r=None):
-            kids.append({"token": token, "kind": kind, "slot": slot, "parent": parent,
-                         "path": parent["path"] + (token,), "slot_path": parent["slot_path"] + (slot,),
-                         "score": parent["score"] * factor, "r": r})
+            kids.append(
+                {
+                    "token": token,
+                    "kind": kind,
+                    "slot": slot,
+                    "parent": parent,
+                    "path": parent["path"] + (token,),
+                    "slot_path": parent["slot_path"] + (slot,),
+                    "score": parent["score"] * factor,
+                    "r": r,
+                }
+            )
 
         if config["policy"] == "topk":
             for s, x in enumerate(ranked[:K]):
@@ -143,8 +153,9 @@ class LoopImplementation:
                 sample_probs[i] = n["r"]
         return {
             "tokens": np.array([n["token"] for n in kept], dtype=np.int64),
-            "parents": np.array([index[id(n["parent"])] if n["parent"] is not root else -1 for n in kept],
-                                dtype=np.int64),
+            "parents": np.array(
+                [index[id(n["parent"])] if n["parent"] is not root else -1 for n in kept], dtype=np.int64
+            ),
             "kinds": np.array([n["kind"] for n in kept], dtype=np.int64),
             "slots": np.array([n["slot"] for n in kept], dtype=np.int64),
             "sample_probs": sample_probs,

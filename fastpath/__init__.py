@@ -26,6 +26,7 @@ Entry points: ``run_cycle(model, PAPER_TREE, temperature)`` or the two halves
 ``build_tree`` (-> ``DraftTree``, the tensors serving engines use) and ``verify``
 (-> ``VerifyResult``); models implement ``SpecModel``. ``params`` must be float64 ``Params``.
 """
+
 from .config import PAPER_TREE, FastConfig, Params, TargetFilters
 from .cycle import run_cycle
 from .laws import inverse_cdf, ranked_topk, target_law, tempered
@@ -36,8 +37,25 @@ from .uniforms import Uniforms
 from .verify import VerifyResult, verify
 
 __all__ = [
-    "FILL", "LEAD", "PAD", "SAMPLE", "DraftQuery", "DraftTree", "FastConfig", "PAPER_TREE", "Params",
-    "SpecModel", "TargetFilters", "Uniforms", "VerifyResult", "build_tree", "expand",
-    "inverse_cdf", "ranked_topk", "run_cycle", "target_law", "tempered",
+    "FILL",
+    "LEAD",
+    "PAD",
+    "SAMPLE",
+    "DraftQuery",
+    "DraftTree",
+    "FastConfig",
+    "PAPER_TREE",
+    "Params",
+    "SpecModel",
+    "TargetFilters",
+    "Uniforms",
+    "VerifyResult",
+    "build_tree",
+    "expand",
+    "inverse_cdf",
+    "ranked_topk",
+    "run_cycle",
+    "target_law",
+    "tempered",
     "verify",
 ]

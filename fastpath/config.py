@@ -5,6 +5,7 @@ file's exact parameters into them). ``PAPER_TREE`` is the paper's tree and the d
 ``FastConfig`` is the constructor the fastpath had before the schema was shared, kept so
 that code written against it keeps working.
 """
+
 from __future__ import annotations
 
 from typing import Any, cast
@@ -12,7 +13,7 @@ from typing import Any, cast
 from rheo.reference.params import PAPER_TREE, Params, Proxy, ProxyKind, TargetFilters
 
 
-def FastConfig(**changes: Any) -> Params:  # noqa: N802 (a constructor by its old class name)
+def FastConfig(**changes: Any) -> Params:
     """``PAPER_TREE`` with ``changes``, in the fastpath's earlier spelling: ``proxy`` "rheo",
     "self" or a float constant; ``filters`` the target filters.
 

@@ -11,6 +11,7 @@ T_R, run the target once over it, verify, commit.
 >>> tree.tokens.shape, result.tokens.shape, bool((result.lengths >= 1).all())
 (torch.Size([4, 8]), torch.Size([4, 4]), True)
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,13 @@ from .uniforms import Uniforms
 from .verify import VerifyResult, verify
 
 
-def run_cycle(model: SpecModel, params: Params, temperature: torch.Tensor | float, uniforms: Uniforms | None = None,
-              generator: torch.Generator | None = None) -> tuple[DraftTree, VerifyResult]:
+def run_cycle(
+    model: SpecModel,
+    params: Params,
+    temperature: torch.Tensor | float,
+    uniforms: Uniforms | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[DraftTree, VerifyResult]:
     """Draft, verify and commit one cycle. temperature: [b] (or a float for all requests).
     Randomness: explicit ``uniforms`` (docs/spec.md §7) or fresh ones from ``generator``."""
     expect_params("run_cycle", params)

@@ -10,6 +10,7 @@ tokens, by a Gumbel-max (``method="gumbel"``) or ``torch.multinomial``
 identical: tested). It does not build the sample nodes' sparse residual laws (the verifier
 would need dense ones): the comparison is tilted in the baseline's favour.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -24,9 +25,15 @@ from .laws import ranked_topk
 from .pool import Pool, rheo_proxy, rheo_slots
 
 
-def expand_dense(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, params: Params,
-                 method: Literal["gumbel", "multinomial"] = "gumbel",
-                 generator: torch.Generator | None = None) -> Pool:
+def expand_dense(
+    logits: torch.Tensor,
+    valid: torch.Tensor,
+    u: torch.Tensor,
+    T: torch.Tensor,
+    params: Params,
+    method: Literal["gumbel", "multinomial"] = "gumbel",
+    generator: torch.Generator | None = None,
+) -> Pool:
     """Pools of the expanded nodes from the untruncated draft law; same arguments as
     ``expand`` (logits: [b, n, V]; valid: [b, n]; u: [b, n], unused: the draw is torch's;
     T: [b])."""
@@ -50,8 +57,9 @@ def expand_dense(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: 
     zero = Tb == 0
     scaled = masked / torch.where(zero, torch.ones_like(Tb), Tb)
     if method == "gumbel":
-        g = -torch.log(-torch.log(torch.rand(logits.shape, generator=generator, device=dev, dtype=logits.dtype)
-                                  .clamp_(min=1e-20)))
+        g = -torch.log(
+            -torch.log(torch.rand(logits.shape, generator=generator, device=dev, dtype=logits.dtype).clamp_(min=1e-20))
+        )
         y = torch.where(zero.squeeze(-1), masked.argmax(-1), (scaled + g).argmax(-1))
     else:
         probs = torch.softmax(scaled, -1).reshape(-1, logits.shape[-1])

@@ -12,6 +12,7 @@ Traceback (most recent call last):
 ...
 ValueError: expand: valid must be a bool tensor of shape [b, n] = [2, 3], got shape [2, 3] and dtype torch.float32
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,7 +27,6 @@ from rheo.reference.params import Params
 Kind = Literal["float", "int", "bool"]
 
 
-
 def _of_kind(dtype: torch.dtype, kind: Kind) -> bool:
     if kind == "float":
         return dtype.is_floating_point
@@ -35,8 +35,9 @@ def _of_kind(dtype: torch.dtype, kind: Kind) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
-def expect(where: str, name: str, x: object, spec: str, sizes: Sequence[int | None | EllipsisType],
-           kind: Kind) -> torch.Tensor:
+def expect(
+    where: str, name: str, x: object, spec: str, sizes: Sequence[int | None | EllipsisType], kind: Kind
+) -> torch.Tensor:
     """``x`` as a tensor of these sizes (None: any size; one ``...``: any number of
     dimensions there) and a dtype of this kind; else a ValueError (a TypeError if it is no
     tensor at all)."""
@@ -44,15 +45,20 @@ def expect(where: str, name: str, x: object, spec: str, sizes: Sequence[int | No
         raise TypeError(f"{where}: {name} must be a torch.Tensor of shape {spec}, got {type(x).__name__}")
     if ... in sizes:
         cut = list(sizes).index(...)
-        head, tail = list(sizes[:cut]), list(sizes[cut + 1:])
-        fits = x.dim() >= len(head) + len(tail) and _same(head, x.shape[:len(head)]) and _same(
-            tail, x.shape[x.dim() - len(tail):])
+        head, tail = list(sizes[:cut]), list(sizes[cut + 1 :])
+        fits = (
+            x.dim() >= len(head) + len(tail)
+            and _same(head, x.shape[: len(head)])
+            and _same(tail, x.shape[x.dim() - len(tail) :])
+        )
     else:
         fits = x.dim() == len(sizes) and _same(list(sizes), x.shape)
     if not (fits and _of_kind(x.dtype, kind)):
         want = ", ".join("..." if s is ... else "*" if s is None else str(s) for s in sizes)
-        raise ValueError(f"{where}: {name} must be a {kind} tensor of shape {spec} = [{want}], "
-                         f"got shape {list(x.shape)} and dtype {x.dtype}")
+        raise ValueError(
+            f"{where}: {name} must be a {kind} tensor of shape {spec} = [{want}], "
+            f"got shape {list(x.shape)} and dtype {x.dtype}"
+        )
     return x
 
 
@@ -64,12 +70,20 @@ def expect_params(where: str, params: object) -> Params:
     """``params`` as float64 ``Params`` whose proxy the fastpath computes ("rheo", "self" or
     a constant; docs/spec.md §2)."""
     if not isinstance(params, Params):
-        raise TypeError(f"{where}: params must be a rheo.reference.params.Params (e.g. PAPER_TREE.replace(...)), "
-                        f"got {type(params).__name__}")
+        raise TypeError(
+            f"{where}: params must be a rheo.reference.params.Params (e.g. PAPER_TREE.replace(...)), "
+            f"got {type(params).__name__}"
+        )
     if params.arithmetic != "float64":
-        raise CaseError("arithmetic", f'{where}: the fastpath computes in float64; pass '
-                        f'params.in_arithmetic("float64"), got {params.arithmetic!r}')
+        raise CaseError(
+            "arithmetic",
+            f"{where}: the fastpath computes in float64; pass "
+            f'params.in_arithmetic("float64"), got {params.arithmetic!r}',
+        )
     if params.proxy.kind not in ("rheo", "self", "constant"):
-        raise CaseError("proxy", f'{where}: the fastpath computes the proxies "rheo", "self" and '
-                        f'{{"constant": c}}, got {params.proxy.kind!r}')
+        raise CaseError(
+            "proxy",
+            f'{where}: the fastpath computes the proxies "rheo", "self" and '
+            f'{{"constant": c}}, got {params.proxy.kind!r}',
+        )
     return params

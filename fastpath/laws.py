@@ -13,6 +13,7 @@ Everything here is the torch reading of ``rheo.reference.numbers``:
 - ``inverse_cdf(probs, u)``: the first entry whose cumulative mass exceeds u (§7),
   skipping zero-mass entries; rounding near 1 falls back to the last entry with mass.
 """
+
 from __future__ import annotations
 
 import torch
@@ -142,8 +143,9 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
     2
     """
     expect("inverse_cdf", "probs", probs, "[..., n]", (..., None), "float")
-    expect("inverse_cdf", "u", u, "[...] (the shape of probs without its last dimension)", tuple(probs.shape[:-1]),
-           "float")
+    expect(
+        "inverse_cdf", "u", u, "[...] (the shape of probs without its last dimension)", tuple(probs.shape[:-1]), "float"
+    )
     cum = torch.cumsum(probs, -1, out=out) if out is not None else torch.cumsum(probs, -1)
     idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
     n = probs.shape[-1]
@@ -154,8 +156,9 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
     return idx
 
 
-def target_weights(logits: torch.Tensor, T: torch.Tensor,
-                   filters: TargetFilters = NO_FILTERS) -> tuple[torch.Tensor, torch.Tensor]:
+def target_weights(
+    logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS
+) -> tuple[torch.Tensor, torch.Tensor]:
     """p_T as (w [n, V], Z [n]) with p_T = w / Z, for the verifier's running residual
     (docs/spec.md §4 step 2): ``logits`` [n, V] is a copy the caller owns (the temperature
     is applied in place); T: [n]. Equals ``target_law``; the verifier keeps Z as it removes

@@ -15,6 +15,7 @@ A model answers two questions per cycle and hears the outcome:
 Table models for tests and benchmarks live in ``rheo.testing``; a real model is
 ``rheo.integrations.spec_lm.SpecLM``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -34,6 +35,7 @@ class SpecModel(Protocol):
     def draft_logits(self, query: DraftQuery) -> torch.Tensor: ...  # -> [b, n, V]
 
     def target_logits(  # -> [b, R+1, V], or (rows [n], nodes [n]) -> [n, V]
-            self, tree: DraftTree) -> torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
+        self, tree: DraftTree
+    ) -> torch.Tensor | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None: ...

@@ -16,6 +16,7 @@ The wrong-on-purpose proxies ("self", a constant) and draft laws ("dense", "unte
 change steps 2 and 3; they live in ``variants`` and are called at the one place each
 changes. Ranking, proxy, draw and residual law touch only the kept k entries.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,9 @@ class Pool:
     dense: torch.Tensor | None  # [b, n, V] ``draft_law: "dense"`` only
 
 
-def ranked_draft_law(logits: torch.Tensor, valid: torch.Tensor,
-              params: Params) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def ranked_draft_law(
+    logits: torch.Tensor, valid: torch.Tensor, params: Params
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The ranked, truncated, untempered draft law (docs/spec.md §1) at n nodes.
 
     logits: [b, n, V]; valid: [b, n]. Returns (vals, ids, q, ok), each [b, n, W] with
@@ -110,7 +112,7 @@ def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.
     if params.proxy.kind == "rheo":
         factors[..., m] = rheo_proxy(q, params)
     else:  # the hook: a wrong-on-purpose proxy
-        factors[..., m] = variants.proxy(q, q.gather(-1, ranks[..., m:m + 1]).squeeze(-1), params)
+        factors[..., m] = variants.proxy(q, q.gather(-1, ranks[..., m : m + 1]).squeeze(-1), params)
     residual = torch.cat([torch.zeros_like(q[..., :m]), r], -1)
     check, dense = residual, None  # §4 step 3 checks Y against r
     if params.draft_law != "sampled":  # the hook: a wrong-on-purpose draft law for the check
@@ -140,7 +142,7 @@ def rheo_slots(ok: torch.Tensor, j: torch.Tensor, params: Params) -> tuple[torch
     fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)
     y_rank = (m + j).clamp(max=W - 1)
     ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
-    has_u = ok[..., m:m + 1]
+    has_u = ok[..., m : m + 1]
     slot_ok = torch.cat([ok[..., :m], has_u, ok.gather(-1, fill_ranks) & has_u], -1)
     return ranks, kind_row.expand(shape + (K,)), slot_ok
 

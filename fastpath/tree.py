@@ -20,6 +20,7 @@ requests. The sparse draft law (``draft_top_k`` = k, default 128) is taken once 
 expanded node; ranking, proxy, the draw of Y and the residual law touch only those k
 entries.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -140,18 +141,34 @@ class Nodes:
     prefixes: torch.Tensor  # [b, n, D] token paths from the root, -1 padded
 
     @staticmethod
-    def record(pool: Pool, scores: torch.Tensor, parents: torch.Tensor, codes: torch.Tensor, rows: torch.Tensor,
-               prefixes: torch.Tensor, D: int) -> Nodes:
+    def record(
+        pool: Pool,
+        scores: torch.Tensor,
+        parents: torch.Tensor,
+        codes: torch.Tensor,
+        rows: torch.Tensor,
+        prefixes: torch.Tensor,
+        D: int,
+    ) -> Nodes:
         """A layer's nodes: the children of its e expanded nodes, n = e K. pool: [b, e, K];
         scores, parents, codes, rows: [b, e, K]; prefixes: [b, e, K, d] (d = the depth)."""
         b, e, K = pool.tokens.shape
         n, d = e * K, prefixes.shape[-1]
         pre = prefixes.reshape(b, n, d)
         slots = torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K)
-        return Nodes(pool.tokens.reshape(b, n), pool.kinds.reshape(b, n), slots.reshape(b, n), pool.ranks.reshape(b, n),
-                     scores.reshape(b, n), pool.ok.reshape(b, n), parents.reshape(b, n), codes.reshape(b, n),
-                     torch.full((b, n), d, dtype=torch.int64, device=pre.device), rows.reshape(b, n),
-                     torch.cat([pre, pre.new_full((b, n, D - d), -1)], -1))
+        return Nodes(
+            pool.tokens.reshape(b, n),
+            pool.kinds.reshape(b, n),
+            slots.reshape(b, n),
+            pool.ranks.reshape(b, n),
+            scores.reshape(b, n),
+            pool.ok.reshape(b, n),
+            parents.reshape(b, n),
+            codes.reshape(b, n),
+            torch.full((b, n), d, dtype=torch.int64, device=pre.device),
+            rows.reshape(b, n),
+            torch.cat([pre, pre.new_full((b, n, D - d), -1)], -1),
+        )
 
     @staticmethod
     def cat(layers: Sequence[Nodes]) -> Nodes:
@@ -160,14 +177,16 @@ class Nodes:
 
     def padded(self) -> Nodes:
         """These nodes and one more that is not ok (pruning's stand-in when fewer than R were recorded)."""
-        out = Nodes(*(torch.cat([getattr(self, f.name), getattr(self, f.name)[:, :1]], 1)
-                      for f in dataclasses.fields(Nodes)))
+        out = Nodes(
+            *(torch.cat([getattr(self, f.name), getattr(self, f.name)[:, :1]], 1) for f in dataclasses.fields(Nodes))
+        )
         out.ok[:, -1] = False
         return out
 
 
-def build_tree(draft: DraftFn, params: Params, T: torch.Tensor, uniforms: Uniforms,
-               expand_fn: ExpandFn | None = None) -> DraftTree:
+def build_tree(
+    draft: DraftFn, params: Params, T: torch.Tensor, uniforms: Uniforms, expand_fn: ExpandFn | None = None
+) -> DraftTree:
     """Build T_R for every request (docs/spec.md §3); ``draft(query)`` answers [b, n, V] logits.
 
     T: [b] temperatures (sampling and verification; the tree's scores use the untempered
@@ -192,8 +211,9 @@ def build_tree(draft: DraftFn, params: Params, T: torch.Tensor, uniforms: Unifor
 def _draft(draft: DraftFn, query: DraftQuery) -> torch.Tensor:
     """The draft model's logits at the query's nodes, checked: [b, n, V]."""
     b, n = query.valid.shape
-    return expect("build_tree", f"draft(query) at layer {query.layer}", draft(query), "[b, n, V]", (b, n, None),
-                  "float")
+    return expect(
+        "build_tree", f"draft(query) at layer {query.layer}", draft(query), "[b, n, V]", (b, n, None), "float"
+    )
 
 
 def _labels(pool: Pool, params: Params, vocab_size: int) -> tuple[torch.Tensor, int]:
@@ -205,25 +225,45 @@ def _labels(pool: Pool, params: Params, vocab_size: int) -> tuple[torch.Tensor, 
     return torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K), K
 
 
-def _root_layer(draft: DraftFn, expand_fn: ExpandFn, T: torch.Tensor, uniforms: Uniforms,
-                params: Params) -> tuple[Nodes, Pool]:
+def _root_layer(
+    draft: DraftFn, expand_fn: ExpandFn, T: torch.Tensor, uniforms: Uniforms, params: Params
+) -> tuple[Nodes, Pool]:
     """Layer 1: the root's pool (docs/spec.md §3), drawn on u_draw[0] (§7). T: [b]."""
     b, dev = T.shape[0], T.device
     i64 = torch.int64
-    query = DraftQuery(0, torch.full((b, 1), -1, dtype=i64, device=dev), torch.zeros((b, 1, 0), dtype=i64, device=dev),
-                       torch.full((b, 1), -1, dtype=i64, device=dev), torch.full((b, 1), -1, dtype=i64, device=dev),
-                       torch.ones((b, 1), dtype=torch.bool, device=dev))
+    query = DraftQuery(
+        0,
+        torch.full((b, 1), -1, dtype=i64, device=dev),
+        torch.zeros((b, 1, 0), dtype=i64, device=dev),
+        torch.full((b, 1), -1, dtype=i64, device=dev),
+        torch.full((b, 1), -1, dtype=i64, device=dev),
+        torch.ones((b, 1), dtype=torch.bool, device=dev),
+    )
     logits = _draft(draft, query)
     pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params)
     K = params.K
     codes, _ = _labels(pool, params, logits.shape[-1])
-    layer = Nodes.record(pool, pool.factors.to(torch.float64), torch.full((b, 1, K), -1, dtype=i64, device=dev),
-                         codes, torch.zeros((b, 1, K), dtype=i64, device=dev), pool.tokens.unsqueeze(-1), params.depth)
+    layer = Nodes.record(
+        pool,
+        pool.factors.to(torch.float64),
+        torch.full((b, 1, K), -1, dtype=i64, device=dev),
+        codes,
+        torch.zeros((b, 1, K), dtype=i64, device=dev),
+        pool.tokens.unsqueeze(-1),
+        params.depth,
+    )
     return layer, pool
 
 
-def _next_layer(draft: DraftFn, expand_fn: ExpandFn, layers: list[Nodes], n_exp: torch.Tensor, T: torch.Tensor,
-                uniforms: Uniforms, params: Params) -> tuple[Nodes, Pool, torch.Tensor]:
+def _next_layer(
+    draft: DraftFn,
+    expand_fn: ExpandFn,
+    layers: list[Nodes],
+    n_exp: torch.Tensor,
+    T: torch.Tensor,
+    uniforms: Uniforms,
+    params: Params,
+) -> tuple[Nodes, Pool, torch.Tensor]:
     """Growth (docs/spec.md §3): expand the first B nodes of the last layer (depth d-1) in
     order-key order; their children are layer d. n_exp: [b] expansions so far; T: [b].
     Returns (layer d, its pools [b, B, K], n_exp)."""
@@ -235,7 +275,7 @@ def _next_layer(draft: DraftFn, expand_fn: ExpandFn, layers: list[Nodes], n_exp:
     sel_ok = prev.ok.gather(1, sel)
     e = n_exp.unsqueeze(1) + torch.arange(B, dtype=torch.int64, device=dev)  # §7: their expansion numbers
     u = uniforms.u_draw.gather(1, e.clamp(max=E - 1))
-    prefixes = prev.prefixes[..., :d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
+    prefixes = prev.prefixes[..., : d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
     query = DraftQuery(d - 1, prev.tokens.gather(1, sel), prefixes, sel // K, sel % K, sel_ok)
     logits = _draft(draft, query)
     pool = expand_fn(logits, sel_ok, u, T, params)
@@ -254,8 +294,9 @@ def _next_layer(draft: DraftFn, expand_fn: ExpandFn, layers: list[Nodes], n_exp:
 def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> torch.Tensor:
     """Indices sorting nodes by the order key (score desc, then ``secondary`` asc); nodes
     that are not ok go last. score: float64 [b, N]; ok: [b, N]; secondary: int64 [b, N] (unique)."""
-    i1 = torch.argsort(torch.where(ok, secondary, torch.full_like(secondary, torch.iinfo(torch.int64).max)),
-                       dim=-1, stable=True)
+    i1 = torch.argsort(
+        torch.where(ok, secondary, torch.full_like(secondary, torch.iinfo(torch.int64).max)), dim=-1, stable=True
+    )
     prim = torch.where(ok, -score, torch.full_like(score, float("inf"))).gather(-1, i1)
     return i1.gather(-1, torch.argsort(prim, dim=-1, stable=True))
 
@@ -283,16 +324,18 @@ def _prune(nodes: Nodes, R: int) -> tuple[Nodes, torch.Tensor]:
     return nodes, order
 
 
-def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: torch.Tensor,
-                params: Params) -> DraftTree:
+def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: torch.Tensor, params: Params) -> DraftTree:
     """T_R in the serving format (``DraftTree``): nodes [b, N] recorded, order [b, R] the
     kept ones in order-key order, pools the expansions' pools, n_exp [b]."""
     (b, R), D, dev = order.shape, params.depth, order.device
     N = nodes.tokens.shape[1]
     valid = nodes.ok.gather(1, order)
     pos = torch.full((b, N + 1), -1, dtype=torch.int64, device=dev)  # recorded node -> its index in T_R
-    pos.scatter_(1, torch.where(valid, order, torch.full_like(order, N)),
-                 torch.arange(R, dtype=torch.int64, device=dev).expand(b, R))
+    pos.scatter_(
+        1,
+        torch.where(valid, order, torch.full_like(order, N)),
+        torch.arange(R, dtype=torch.int64, device=dev).expand(b, R),
+    )
     pos = pos[:, :-1]
     p_rec = nodes.parents.gather(1, order)
     parents = torch.where(valid & (p_rec >= 0), pos.gather(1, p_rec.clamp(min=0)), torch.full_like(p_rec, -1))
@@ -302,20 +345,45 @@ def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: tor
     slots = torch.where(valid, nodes.slots.gather(1, order), pad)
     ranks = torch.where(valid, nodes.ranks.gather(1, order), pad)
     depths = torch.where(valid, nodes.depth.gather(1, order), pad)
-    scores = torch.where(valid, nodes.scores.gather(1, order),
-                         torch.zeros((b, R), dtype=nodes.scores.dtype, device=dev))
-    node_pre = torch.where(valid.unsqueeze(-1), nodes.prefixes.gather(1, order.unsqueeze(-1).expand(b, R, D)),
-                           torch.full((b, R, D), -1, dtype=torch.int64, device=dev))
+    scores = torch.where(
+        valid, nodes.scores.gather(1, order), torch.zeros((b, R), dtype=nodes.scores.dtype, device=dev)
+    )
+    node_pre = torch.where(
+        valid.unsqueeze(-1),
+        nodes.prefixes.gather(1, order.unsqueeze(-1).expand(b, R, D)),
+        torch.full((b, R, D), -1, dtype=torch.int64, device=dev),
+    )
     prefixes = torch.cat([torch.full((b, 1, D), -1, dtype=torch.int64, device=dev), node_pre], 1)
     sample_ids, sample_probs, verify_probs, verify_dense = _sample_laws(
-        pools, nodes.rows.gather(1, order), valid & (kinds == SAMPLE), params)
+        pools, nodes.rows.gather(1, order), valid & (kinds == SAMPLE), params
+    )
     mask, pos_ids, children, retrieve = _tree_tensors(parents, depths, slots, valid, params.K, D)
-    return DraftTree(tokens, parents, depths, slots, kinds, ranks, scores, valid, valid.sum(1), mask, pos_ids,
-                     children, prefixes, retrieve, sample_ids, sample_probs, verify_probs, verify_dense, n_exp)
+    return DraftTree(
+        tokens,
+        parents,
+        depths,
+        slots,
+        kinds,
+        ranks,
+        scores,
+        valid,
+        valid.sum(1),
+        mask,
+        pos_ids,
+        children,
+        prefixes,
+        retrieve,
+        sample_ids,
+        sample_probs,
+        verify_probs,
+        verify_dense,
+        n_exp,
+    )
 
 
-def _sample_laws(pools: list[Pool], rows: torch.Tensor, is_sample: torch.Tensor,
-                 params: Params) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def _sample_laws(
+    pools: list[Pool], rows: torch.Tensor, is_sample: torch.Tensor, params: Params
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The sample nodes' residual laws (docs/spec.md §2), gathered from their parents'
     expansions: rows [b, R] each node's pool row, is_sample [b, R]. Returns sample_ids,
     sample_probs (r), verify_probs (the law §4 step 3 checks against) [b, R, W] and
@@ -341,8 +409,9 @@ def _sample_laws(pools: list[Pool], rows: torch.Tensor, is_sample: torch.Tensor,
     return sample_ids, sample_probs, verify_probs, verify_dense
 
 
-def _tree_tensors(parents: torch.Tensor, depths: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor, K: int,
-                  D: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _tree_tensors(
+    parents: torch.Tensor, depths: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor, K: int, D: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention mask [b, R+1, R+1], position ids [b, R+1], children table [b, R+1, K] and
     retrieve indices [b, R, D+1] of T_R, from parents, depths, slots, valid: [b, R]."""
     b, R = parents.shape

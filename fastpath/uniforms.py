@@ -13,6 +13,7 @@ The tensors are the batched form of ``rheo.reference.Uniforms``:
 >>> u.u_draw.shape, u.u_det.shape
 (torch.Size([4, 5]), torch.Size([4, 4, 3]))
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -50,8 +51,15 @@ class Uniforms:
         return self
 
     @staticmethod
-    def random(batch: int, K: int, B: int, D: int, generator: torch.Generator | None = None,
-               device: torch.device | str | None = None, dtype: torch.dtype = torch.float64) -> Uniforms:
+    def random(
+        batch: int,
+        K: int,
+        B: int,
+        D: int,
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float64,
+    ) -> Uniforms:
         """Fresh uniforms in [0, 1) from ``generator`` (on ``device``)."""
         for name, value in (("batch", batch), ("K", K), ("B", B), ("D", D)):
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
@@ -65,8 +73,9 @@ class Uniforms:
         return Uniforms(u(batch, 1 + B * (D - 1)), u(batch, D + 1), u(batch, D + 1, K), u(batch, D + 1))
 
     @staticmethod
-    def stack(per_request: Sequence[Any], device: torch.device | str | None = None,
-              dtype: torch.dtype = torch.float64) -> Uniforms:
+    def stack(
+        per_request: Sequence[Any], device: torch.device | str | None = None, dtype: torch.dtype = torch.float64
+    ) -> Uniforms:
         """Batch a list of ``rheo.reference.Uniforms`` (one per request, all of one schedule)."""
         if not per_request:
             raise ValueError("Uniforms.stack: per_request must hold at least one request's uniforms")
@@ -77,5 +86,6 @@ class Uniforms:
         return Uniforms(t("u_draw"), t("u_sample"), t("u_det"), t("u_final"))
 
     def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> Uniforms:
-        return Uniforms(*(x.to(device=device, dtype=dtype) for x in
-                          (self.u_draw, self.u_sample, self.u_det, self.u_final)))
+        return Uniforms(
+            *(x.to(device=device, dtype=dtype) for x in (self.u_draw, self.u_sample, self.u_det, self.u_final))
+        )

@@ -16,6 +16,7 @@ step it changes:
   deterministic steps first) or "class_law" (Y checked against its equivalence class's law),
   and the stochastic step on a dense law (§4), from ``rheo.fastpath.verify.verify``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,15 @@ def proxy(q: torch.Tensor, q_y: torch.Tensor, params: Params) -> torch.Tensor:
     return torch.full_like(q[..., 0], float(params.proxy.value))
 
 
-def check_law(logits: torch.Tensor, vals: torch.Tensor, ids: torch.Tensor, ok: torch.Tensor, residual: torch.Tensor,
-              T: torch.Tensor, params: Params) -> tuple[torch.Tensor, torch.Tensor | None]:
+def check_law(
+    logits: torch.Tensor,
+    vals: torch.Tensor,
+    ids: torch.Tensor,
+    ok: torch.Tensor,
+    residual: torch.Tensor,
+    T: torch.Tensor,
+    params: Params,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The law the stochastic step checks Y against under a wrong-on-purpose ``draft_law``
     (docs/spec.md §4), as (check [b, n, W] in rank order, dense [b, n, V] or None).
 
@@ -79,8 +87,14 @@ def verify_steps(walk: Walk, kids: Children, params: Params) -> None:
         _stochastic(walk, s.index, s.token, s.ids, s.probs, s.dense)
 
 
-def _stochastic(walk: Walk, child: torch.Tensor, token: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
-                dense: torch.Tensor | None) -> None:
+def _stochastic(
+    walk: Walk,
+    child: torch.Tensor,
+    token: torch.Tensor,
+    ids: torch.Tensor,
+    probs: torch.Tensor,
+    dense: torch.Tensor | None,
+) -> None:
     """Step 3 on the child [n] (index, -1: no step) holding token [n], with r sparse (ids,
     probs [n, W]) or, under ``draft_law: "dense"``, dense [n, V]."""
     if dense is None:
@@ -105,7 +119,7 @@ def _class_law(walk: Walk, kids: Children, dense: torch.Tensor | None, m: int) -
     s = kids.sample
     assert s is not None
     ids, probs = s.ids, s.probs
-    star_rank = m + kids.present[:, m + 1:].sum(1)  # fills sit in slots m+1..K-1 (§2)
+    star_rank = m + kids.present[:, m + 1 :].sum(1)  # fills sit in slots m+1..K-1 (§2)
     x_star = ids.gather(1, star_rank.clamp(max=ids.shape[1] - 1).unsqueeze(1)).squeeze(1)
     rk = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
     band = (rk >= m) & (rk < star_rank.unsqueeze(1))

@@ -18,6 +18,7 @@ Policy "topk" has no step 3. The wrong-on-purpose verifiers (``sample_last``,
 ``class_law``, the dense draft law) replace steps 3-4 through one hook,
 ``variants.verify_steps``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -72,8 +73,9 @@ class _Workspace(threading.local):
 _workspace = _Workspace()
 
 
-def verify(tree: DraftTree, target_logits: torch.Tensor | TargetFn, T: torch.Tensor, params: Params,
-           uniforms: Uniforms) -> VerifyResult:
+def verify(
+    tree: DraftTree, target_logits: torch.Tensor | TargetFn, T: torch.Tensor, params: Params, uniforms: Uniforms
+) -> VerifyResult:
     """Verify T_R for every request (docs/spec.md §4).
 
     target_logits: [b, R+1, V] target logits at the root (index 0) and at every draft node
@@ -88,8 +90,10 @@ def verify(tree: DraftTree, target_logits: torch.Tensor | TargetFn, T: torch.Ten
     if isinstance(target_logits, torch.Tensor):
         expect("verify", "target_logits", target_logits, "[b, R+1, V]", (b, R + 1, None), "float")
     elif not callable(target_logits):
-        raise TypeError(f"verify: target_logits must be a [b, R+1, V] tensor or a callable (rows, nodes) -> [n, V], "
-                        f"got {type(target_logits).__name__}")
+        raise TypeError(
+            f"verify: target_logits must be a [b, R+1, V] tensor or a callable (rows, nodes) -> [n, V], "
+            f"got {type(target_logits).__name__}"
+        )
     expect("verify", "T", T, "[b]", (b,), "float")
     uniforms.expect_for("verify", params, b)
     D, K = params.depth, params.K
@@ -128,8 +132,9 @@ def verify(tree: DraftTree, target_logits: torch.Tensor | TargetFn, T: torch.Ten
     return VerifyResult(out, lengths, accepted)
 
 
-def _target_weights(target_logits: torch.Tensor | TargetFn, ix: torch.Tensor, c: torch.Tensor, R: int,
-                    T: torch.Tensor, params: Params) -> tuple[torch.Tensor, torch.Tensor]:
+def _target_weights(
+    target_logits: torch.Tensor | TargetFn, ix: torch.Tensor, c: torch.Tensor, R: int, T: torch.Tensor, params: Params
+) -> tuple[torch.Tensor, torch.Tensor]:
     """p_v at the visited nodes c [n] of requests ix [n] as (w [n, V], Z [n]), p_v = w / Z
     (docs/spec.md §4 step 2), computed in a workspace copy of the logits. T: [b]."""
     if not isinstance(target_logits, torch.Tensor):
@@ -142,8 +147,9 @@ def _target_weights(target_logits: torch.Tensor | TargetFn, ix: torch.Tensor, c:
     return target_weights(logits, T[ix], params.target_filters)  # in place on the copy
 
 
-def _children(tree: DraftTree, tok1: torch.Tensor, kind1: torch.Tensor, ix: torch.Tensor, c: torch.Tensor,
-              params: Params) -> Children:
+def _children(
+    tree: DraftTree, tok1: torch.Tensor, kind1: torch.Tensor, ix: torch.Tensor, c: torch.Tensor, params: Params
+) -> Children:
     """The surviving children of the visited nodes c [n] of requests ix [n]; tok1, kind1:
     [b, R+1] the tree's tokens and kinds with the root in front."""
     index = tree.children[ix, c]  # [n, K] root-included indices, -1 none
@@ -154,12 +160,19 @@ def _children(tree: DraftTree, tok1: torch.Tensor, kind1: torch.Tensor, ix: torc
         return Children(index, tokens, present, None)
     m = params.m
     assert m is not None  # Params requires m under policy "rheo"
-    survived = present[:, m] & (kind1[ix].gather(1, at[:, m:m + 1]).squeeze(1) == SAMPLE)
+    survived = present[:, m] & (kind1[ix].gather(1, at[:, m : m + 1]).squeeze(1) == SAMPLE)
     child = torch.where(survived, index[:, m], torch.full_like(c, -1))
     node = (child - 1).clamp(min=0)
     dense = None if tree.verify_dense is None else tree.verify_dense[ix, node]
-    sample = SampleChild(survived, child, tokens[:, m], tree.ranks[ix, node], tree.sample_ids[ix, node],
-                         tree.verify_probs[ix, node], dense)
+    sample = SampleChild(
+        survived,
+        child,
+        tokens[:, m],
+        tree.ranks[ix, node],
+        tree.sample_ids[ix, node],
+        tree.verify_probs[ix, node],
+        dense,
+    )
     return Children(index, tokens, present, sample)
 
 
@@ -170,8 +183,11 @@ def _final_token(walk: Walk, u_final: torch.Tensor, ix: torch.Tensor) -> tuple[t
     step_out = walk.token
     fin = (~walk.moved).nonzero().squeeze(1)
     if fin.numel():
-        w = walk.w if fin.numel() == ix.numel() else torch.index_select(
-            walk.w, 0, fin, out=_workspace.get("fin", fin.numel(), walk.w))
+        w = (
+            walk.w
+            if fin.numel() == ix.numel()
+            else torch.index_select(walk.w, 0, fin, out=_workspace.get("fin", fin.numel(), walk.w))
+        )
         u = u_final[ix[fin]].to(w.dtype) * walk.Z[fin]
         step_out = step_out.index_put((fin,), inverse_cdf(w, u, out=_workspace.get("cum", fin.numel(), w)))
     return step_out, fin

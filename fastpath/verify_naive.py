@@ -4,6 +4,7 @@ softmax over the whole vocabulary at each visited node. It must give exactly ``v
 outputs on the same uniforms (tested); it exists as the benchmark's baseline
 (``rheo bench fastpath``: ``fast_over_naive_verify``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,9 @@ from .uniforms import Uniforms
 from .verify import VerifyResult
 
 
-def verify_naive(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, params: Params,
-                 uniforms: Uniforms) -> VerifyResult:
+def verify_naive(
+    tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, params: Params, uniforms: Uniforms
+) -> VerifyResult:
     """Same contract as ``verify`` (policies rheo and topk, verifier "rheo" only):
     target_logits [b, R+1, V], T [b], uniforms of §7."""
     expect_params("verify_naive", params)
@@ -36,7 +38,7 @@ def verify_naive(tree: DraftTree, target_logits: torch.Tensor, T: torch.Tensor, 
     for i in range(b):
         node, d = 0, 0
         while True:
-            p = target_law(target_logits[i, node].unsqueeze(0), T[i:i + 1], params.target_filters)[0]
+            p = target_law(target_logits[i, node].unsqueeze(0), T[i : i + 1], params.target_filters)[0]
             w = p.clone()
             kids = [int(c) for c in tree.children[i, node].tolist()]
             moved: tuple[int, int] | None = None

@@ -10,6 +10,7 @@ surviving children. ``rheo.fastpath.verify`` walks depth by depth; the wrong-on-
 verifiers in ``rheo.fastpath.variants`` take the same steps in another order or on another
 law.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +61,9 @@ class Walk:
         """The requests that still decide and have a child [n] (index, -1: none) to try."""
         return ~self.moved & (child >= 0)
 
-    def coin(self, act: torch.Tensor, a: torch.Tensor, u: torch.Tensor, child: torch.Tensor,
-             token: torch.Tensor) -> torch.Tensor:
+    def coin(
+        self, act: torch.Tensor, a: torch.Tensor, u: torch.Tensor, child: torch.Tensor, token: torch.Tensor
+    ) -> torch.Tensor:
         """Accept where ``act`` and u < a (§7 coins): move to ``child`` emitting ``token``.
         All [n]. Returns the requests that took the step and rejected."""
         acc = act & (u < a)
@@ -75,8 +77,9 @@ class Walk:
         if bool(bad.any()):  # rounding ate the remaining mass: recompute it from w
             self.Z = torch.where(bad, self.w.sum(-1), self.Z)
 
-    def stochastic_coin(self, act: torch.Tensor, child: torch.Tensor, token: torch.Tensor,
-                        ry: torch.Tensor) -> torch.Tensor:
+    def stochastic_coin(
+        self, act: torch.Tensor, child: torch.Tensor, token: torch.Tensor, ry: torch.Tensor
+    ) -> torch.Tensor:
         """Step 3's coin: accept y = ``token`` with min(1, w(y) / r(y)) (0 where r(y) = 0) on
         ``u_sample``. act, child, token, ry = r(y): [n]. Returns the rejected requests."""
         wy = self.w.gather(1, token.clamp(min=0).unsqueeze(1)).squeeze(1) / self.Z
@@ -94,8 +97,9 @@ class Walk:
         rej = self.stochastic_coin(act, child, token, (probs * (ids == tok)).sum(1))
         # w <- (w - r Z)^+ on r's support (padding entries have r = 0: no change)
         w_ids = self.w.gather(1, ids)
-        delta = torch.where(rej.unsqueeze(1), -torch.minimum(w_ids, probs * self.Z.unsqueeze(1)),
-                            torch.zeros_like(w_ids))
+        delta = torch.where(
+            rej.unsqueeze(1), -torch.minimum(w_ids, probs * self.Z.unsqueeze(1)), torch.zeros_like(w_ids)
+        )
         self.w.scatter_add_(1, ids, delta)  # w - min(w, rZ) >= 0 exactly
         self.Z = self.Z + delta.sum(1)
         self.fix_mass()

@@ -37,12 +37,15 @@ from rheo.reference import certify
 
 rheo_case = builtin_examples()["abc"]
 constant_case = builtin_examples()["abc-constant"]
-reports = {name: certify(load_case(case)) for name, case in (("rheo proxy", rheo_case),
-                                                             ("constant proxy 1/4", constant_case))}
+reports = {
+    name: certify(load_case(case)) for name, case in (("rheo proxy", rheo_case), ("constant proxy 1/4", constant_case))
+}
 target = load_case(rheo_case).target_law(())
 for name, r in reports.items():
-    print(f"{name:>20}: lossless={r.lossless}, first-token law {[str(x) for x in r.cycle.first_token_law(3)]}, "
-          f"max |continued - p_T| = {r.deviation.value} at {list(r.deviation.sequence)}, tau = {r.tau}")
+    print(
+        f"{name:>20}: lossless={r.lossless}, first-token law {[str(x) for x in r.cycle.first_token_law(3)]}, "
+        f"max |continued - p_T| = {r.deviation.value} at {list(r.deviation.sequence)}, tau = {r.tau}"
+    )
 print(f"{'target p':>20}: {[str(x) for x in target]}")
 
 # %% [markdown]
@@ -59,8 +62,9 @@ assert reports["constant proxy 1/4"].deviation.value == F(1, 10)
 
 fig, ax = plt.subplots(figsize=(6, 3.2))
 x = np.arange(3)
-for k, (label, law) in enumerate((("target p", target), ("rheo proxy", rheo_first),
-                                  ("constant proxy 1/4", const_first))):
+for k, (label, law) in enumerate(
+    (("target p", target), ("rheo proxy", rheo_first), ("constant proxy 1/4", const_first))
+):
     ax.bar(x + (k - 1) * 0.27, [float(v) for v in law], width=0.27, label=label)
 ax.set_xticks(x, ["A", "B", "C"])
 ax.set_ylabel("Pr(first emitted token)")
@@ -105,7 +109,11 @@ for key in ("vocab_size", "policy", "K", "m", "depth", "budget", "beam", "temper
 print(f"{'draft':>12}: {found['draft']}")
 print(f"{'target':>12}: {found['target']}")
 print(f"{'verdict':>12}: {found['expected']}")
-shrunk = certify(load_case({k: v for k, v in found.items() if k not in ('name', 'description', 'expected')}))
+shrunk = certify(load_case({k: v for k, v in found.items() if k not in ("name", "description", "expected")}))
 assert not shrunk.lossless
-print("first-token law", [str(x) for x in shrunk.cycle.first_token_law(found["vocab_size"])],
-      "vs target", [str(x) for x in load_case(found).target_law(())])
+print(
+    "first-token law",
+    [str(x) for x in shrunk.cycle.first_token_law(found["vocab_size"])],
+    "vs target",
+    [str(x) for x in load_case(found).target_law(())],
+)

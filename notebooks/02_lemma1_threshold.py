@@ -33,17 +33,16 @@ from rheo.reference import certify, make_instance
 # (draft q, target p, m): each instance has a different q(x_{m+1}); K = 3, depth 1, budget m + 1
 # keeps the leads and one more node, which is where the sample competes with the best fill.
 FAMILY = [
-    (["1/2", "3/10", "1/5"], ["1/5", "1/2", "3/10"], 1),     # the paper's {A,B,C}: bound 3/10
-    (["2/5", "7/20", "1/4"], ["1/10", "3/10", "3/5"], 1),    # bound 7/20
-    (["3/5", "1/4", "3/20"], ["1/3", "1/3", "1/3"], 1),      # bound 1/4
-    (["9/20", "11/20", "0"], ["1/2", "1/4", "1/4"], 0),      # m = 0, bound q(x_1) = 11/20
+    (["1/2", "3/10", "1/5"], ["1/5", "1/2", "3/10"], 1),  # the paper's {A,B,C}: bound 3/10
+    (["2/5", "7/20", "1/4"], ["1/10", "3/10", "3/5"], 1),  # bound 7/20
+    (["3/5", "1/4", "3/20"], ["1/3", "1/3", "1/3"], 1),  # bound 1/4
+    (["9/20", "11/20", "0"], ["1/2", "1/4", "1/4"], 0),  # m = 0, bound q(x_1) = 11/20
 ]
 GRID = [F(k, 40) for k in range(1, 41)]
 
 
 def deviation(q, p, m, c):
-    inst = make_instance(3, target=p, draft=q, policy="rheo", K=3, m=m, depth=1, budget=m + 1,
-                         proxy={"constant": c})
+    inst = make_instance(3, target=p, draft=q, policy="rheo", K=3, m=m, depth=1, budget=m + 1, proxy={"constant": c})
     return certify(inst).deviation.value
 
 
@@ -60,14 +59,16 @@ for q, p, m in FAMILY:
     above = [d for c, d in zip(GRID, devs) if c >= b]
     below = [d for c, d in zip(GRID, devs) if c < b]
     zero_below = [c for c, d in zip(GRID, devs) if c < b and d == 0]
-    print(f"q={q} m={m}: bound q(x_(m+1)) = {b}; max deviation for c >= bound: {max(above)}, "
-          f"for c < bound: {max(below)}; below the bound, deviation 0 only for c <= {max(zero_below, default='-')}")
+    print(
+        f"q={q} m={m}: bound q(x_(m+1)) = {b}; max deviation for c >= bound: {max(above)}, "
+        f"for c < bound: {max(below)}; below the bound, deviation 0 only for c <= {max(zero_below, default='-')}"
+    )
     assert max(above) == 0 and below[-1] > 0
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.6))
-for k, (q, p, m, devs) in enumerate(curves):
-    line, = ax.plot([float(c) for c in GRID], [float(d) for d in devs], marker=".", label=f"q={q}, m={m}")
+for q, _p, m, devs in curves:
+    (line,) = ax.plot([float(c) for c in GRID], [float(d) for d in devs], marker=".", label=f"q={q}, m={m}")
     ax.axvline(float(bound(q, m)), color=line.get_color(), linestyle="--", linewidth=0.8)
 ax.set_xlabel("constant proxy c")
 ax.set_ylabel("max |continued - p_T|")

@@ -22,7 +22,7 @@
 # | variant | what is wrong |
 # |---|---|
 # | `sample_last` | the deterministic children are verified before the sample |
-# | `draft_law: dense` | the sample is verified with the untruncated draft law, though it was drawn from the truncated one |
+# | `draft_law: dense` | verified with the untruncated draft law, though drawn from the truncated one |
 # | `draft_law: untempered` | the sample is verified with the untempered draft law |
 # | `tie_break: token` | score ties in the tree are broken by token ids instead of slot paths |
 # | `class_law` | the per-node optimal equivalence-class verifier, used in a dynamic tree |
@@ -37,10 +37,14 @@ from rheo.checks.gate import corpus_dir
 from rheo.reference import certify
 from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact
 
-FIX = {"sample_last": {"verify": "rheo"}, "draft_law_dense": {"draft_law": "sampled"},
-       "draft_law_untempered": {"draft_law": "sampled"}, "tie_break_token": {"tie_break": "slot"},
-       "class_law_depth2": {"verify": "rheo"}}
-ENGINE_KEYS = lambda case: {k: v for k, v in case.items() if k not in ("name", "description", "expected")}  # noqa: E731
+FIX = {
+    "sample_last": {"verify": "rheo"},
+    "draft_law_dense": {"draft_law": "sampled"},
+    "draft_law_untempered": {"draft_law": "sampled"},
+    "tie_break_token": {"tie_break": "slot"},
+    "class_law_depth2": {"verify": "rheo"},
+}
+ENGINE_KEYS = lambda case: {k: v for k, v in case.items() if k not in ("name", "description", "expected")}
 
 rows = []
 for name, fix in FIX.items():
@@ -49,8 +53,10 @@ for name, fix in FIX.items():
     shape = {k: case.get(k) for k in ("vocab_size", "K", "m", "depth", "budget", "temperature", "draft_top_k")}
     rows.append((name, wrong, right))
     print(f"{name}: {shape}")
-    print(f"   variant: lossless={wrong.lossless}, max deviation {wrong.deviation.value} at sequence "
-          f"{list(wrong.deviation.sequence)} (continued {wrong.deviation.continued} vs target {wrong.deviation.target})")
+    print(
+        f"   variant: lossless={wrong.lossless}, max deviation {wrong.deviation.value} at sequence "
+        f"{list(wrong.deviation.sequence)} (continued {wrong.deviation.continued} vs target {wrong.deviation.target})"
+    )
     print(f"   correct: lossless={right.lossless}, tau {right.tau}")
     assert not wrong.lossless and right.lossless
     assert str(wrong.deviation.value) == case["expected"]["max_abs_deviation"]
@@ -96,15 +102,27 @@ print("first-token law, variant:", [str(x) for x in certify(inst).cycle.first_to
 # %%
 # found by Hypothesis (the search in proofs_tests/test_theorem3.py, at T = 1): three equally
 # likely draft tokens, m = 0, one fill; the target puts 1/2 on tokens 1 and 2
-depth1 = {"vocab_size": 4, "target": {"*": ["0", "1/2", "1/2", "0"]}, "draft": {"*": ["0", "1/3", "1/3", "1/3"]},
-          "policy": "rheo", "K": 2, "m": 0, "depth": 1, "budget": 2}
+depth1 = {
+    "vocab_size": 4,
+    "target": {"*": ["0", "1/2", "1/2", "0"]},
+    "draft": {"*": ["0", "1/3", "1/3", "1/3"]},
+    "policy": "rheo",
+    "K": 2,
+    "m": 0,
+    "depth": 1,
+    "budget": 2,
+}
 for verify in ("rheo", "class_law"):
     r = certify(load_case({**depth1, "verify": verify}))
     opt = per_node_optimum_exact(load_case(depth1).target_law(()), child_set_law(r.cycle.trees))
-    print(f"depth 1, {verify:>9}: lossless={r.lossless}, root acceptance {r.cycle.root_acceptance()} "
-          f"(per-node optimum {opt})")
+    print(
+        f"depth 1, {verify:>9}: lossless={r.lossless}, root acceptance {r.cycle.root_acceptance()} "
+        f"(per-node optimum {opt})"
+    )
     assert r.lossless and (r.cycle.root_acceptance() == opt) == (verify == "class_law")
 depth2 = json.loads((corpus_dir() / "control-class_law_depth2.json").read_text())
 r = certify(load_case(ENGINE_KEYS(depth2)))
-print(f"depth 2, class_law (the shrunk counterexample): lossless={r.lossless}, deviation {r.deviation.value} "
-      f"at {list(r.deviation.sequence)}")
+print(
+    f"depth 2, class_law (the shrunk counterexample): lossless={r.lossless}, deviation {r.deviation.value} "
+    f"at {list(r.deviation.sequence)}"
+)

@@ -36,8 +36,13 @@ N = 6
 
 def instance(seed, lam, **config):
     target = Table("target", {}, fn=lambda pre: hashed_law(N, seed, pre, 12, 0, "target"))
-    draft = Table("draft", {}, fn=lambda pre: tuple((1 - lam) * h + lam * p for h, p in
-                                                    zip(hashed_law(N, seed, pre, 12, 0, "noise"), target(pre))))
+    draft = Table(
+        "draft",
+        {},
+        fn=lambda pre: tuple(
+            (1 - lam) * h + lam * p for h, p in zip(hashed_law(N, seed, pre, 12, 0, "noise"), target(pre))
+        ),
+    )
     return make_instance(N, target, draft, **config)
 
 
@@ -89,8 +94,11 @@ assert tau["Rheo m=0", "0"] == tau["Top-K", "0"]
 # %%
 LAMS = [F(k, 20) for k in range(21)]
 curves = {}
-for label, pol in (("Rheo m=1", {"policy": "rheo", "m": 1}), ("Rheo m=0", {"policy": "rheo", "m": 0}),
-                   ("Top-K", {"policy": "topk"})):
+for label, pol in (
+    ("Rheo m=1", {"policy": "rheo", "m": 1}),
+    ("Rheo m=0", {"policy": "rheo", "m": 0}),
+    ("Top-K", {"policy": "topk"}),
+):
     closed, enum = [], []
     for lam in LAMS:
         inst = instance(7, lam, K=3, depth=1, budget=3, temperature="1", **pol)
@@ -100,7 +108,7 @@ for label, pol in (("Rheo m=1", {"policy": "rheo", "m": 1}), ("Rheo m=0", {"poli
     curves[label] = (closed, enum)
 fig, ax = plt.subplots(figsize=(6.5, 3.5))
 for label, (closed, enum) in curves.items():
-    line, = ax.plot([float(x) for x in LAMS], [float(a) for a in closed], label=f"{label}, closed form")
+    (line,) = ax.plot([float(x) for x in LAMS], [float(a) for a in closed], label=f"{label}, closed form")
     ax.plot([float(x) for x in LAMS], [float(a) for a in enum], "o", markersize=3, color=line.get_color())
 ax.set_xlabel("lam (draft = (1 - lam) h + lam p)")
 ax.set_ylabel("alpha = Pr(first token accepted)")
@@ -133,8 +141,10 @@ for seed in range(3):
         if m == 2:
             assert rheo_r.cycle.root_acceptance() == opt
 for name, a, c, o in rows:
-    print(f"{name:>12}: RheoVerification {float(a):.4f}   class law {float(c):.4f}   per-node optimum {float(o):.4f}"
-          f"   gap {float(o - a):.4f}")
+    print(
+        f"{name:>12}: RheoVerification {float(a):.4f}   class law {float(c):.4f}   per-node optimum {float(o):.4f}"
+        f"   gap {float(o - a):.4f}"
+    )
 fig, ax = plt.subplots(figsize=(7, 3.2))
 xs = range(len(rows))
 ax.bar([x - 0.2 for x in xs], [float(r[1]) for r in rows], width=0.4, label="RheoVerification")

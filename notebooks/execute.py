@@ -8,6 +8,7 @@ committed ``.ipynb`` shows what the current code prints. CI executes the ``.ipyn
 (``pytest --nbmake``) and ``tests/test_notebooks.py`` checks that each pair holds the
 same cells.
 """
+
 from __future__ import annotations
 
 import sys

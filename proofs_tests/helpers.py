@@ -12,6 +12,19 @@ def report(case: dict, enumerator: str = "classes"):
 
 
 def describe(case: dict) -> str:
-    keys = ("vocab_size", "policy", "K", "m", "depth", "budget", "beam", "temperature", "draft_top_k", "proxy",
-            "verify", "draft_law", "tie_break")
+    keys = (
+        "vocab_size",
+        "policy",
+        "K",
+        "m",
+        "depth",
+        "budget",
+        "beam",
+        "temperature",
+        "draft_top_k",
+        "proxy",
+        "verify",
+        "draft_law",
+        "tie_break",
+    )
     return " ".join(f"{k}={case[k]}" for k in keys if k in case)

@@ -14,11 +14,13 @@ on that region: a proof for every (p, q) in it, not a check at one point. The re
 open set cut out by the recorded conditions (fixed ranking and sign pattern), returned as
 strings.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence, Union
+from typing import Union
 
 import sympy
 
@@ -128,16 +130,18 @@ class Theorem3Proof:
         return [str(r) for r in self.region]
 
 
-def _symbolic_law(name: str, witness: Sequence[Fraction | int],
-                  log: list[sympy.Basic]) -> tuple[tuple[sympy.Symbol, ...], tuple[Shadow, ...]]:
+def _symbolic_law(
+    name: str, witness: Sequence[Fraction | int], log: list[sympy.Basic]
+) -> tuple[tuple[sympy.Symbol, ...], tuple[Shadow, ...]]:
     """Free symbols for every entry but the last, which is 1 minus the others."""
     syms = sympy.symbols(f"{name}0:{len(witness) - 1}", positive=True)
     exprs = list(syms) + [1 - sum(syms)]
     return syms, tuple(Shadow(e, Fraction(w), log) for e, w in zip(exprs, witness))
 
 
-def prove_theorem3(witness_p: Sequence[Fraction | int], witness_q: Sequence[Fraction | int], K: int, m: int,
-                   budget: int | None = None) -> Theorem3Proof:
+def prove_theorem3(
+    witness_p: Sequence[Fraction | int], witness_q: Sequence[Fraction | int], K: int, m: int, budget: int | None = None
+) -> Theorem3Proof:
     """Prove Theorem 3 symbolically on the region of (p, q) around a witness point.
 
     ``witness_p`` and ``witness_q`` are rational vectors (the same length n); K, m and the
@@ -153,5 +157,4 @@ def prove_theorem3(witness_p: Sequence[Fraction | int], witness_q: Sequence[Frac
     enumerated: Shadow = class_cycle_law(inst, count_draws=False).root_acceptance()  # type: ignore[assignment]
     closed: Shadow = theorem3_alpha(inst)  # type: ignore[assignment]
     diff = sympy.cancel(sympy.together(enumerated.expr - closed.expr))
-    return Theorem3Proof(diff == 0, sympy.simplify(enumerated.expr), sympy.simplify(closed.expr),
-                         list(log), ps + qs)
+    return Theorem3Proof(diff == 0, sympy.simplify(enumerated.expr), sympy.simplify(closed.expr), list(log), ps + qs)

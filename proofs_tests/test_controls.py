@@ -1,5 +1,6 @@
 """Every wrong-on-purpose variant (docs/spec.md §2-§4) has a counterexample that Hypothesis finds
 and shrinks; the saved corpus holds one per control."""
+
 import json
 from pathlib import Path
 
@@ -11,8 +12,13 @@ from .helpers import describe, report
 
 CORPUS = Path(__file__).resolve().parent.parent / "cases"
 # the three proxy controls are searched in test_lemma1.py
-VERIFIER_AND_TREE_CONTROLS = ["sample_last", "draft_law_dense", "draft_law_untempered", "tie_break_token",
-                              "class_law_depth2"]
+VERIFIER_AND_TREE_CONTROLS = [
+    "sample_last",
+    "draft_law_dense",
+    "draft_law_untempered",
+    "tie_break_token",
+    "class_law_depth2",
+]
 
 
 @pytest.mark.parametrize("name", VERIFIER_AND_TREE_CONTROLS)

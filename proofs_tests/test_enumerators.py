@@ -1,16 +1,25 @@
 """The naive enumerator (every joint draw) and the class enumerator agree exactly."""
+
 import pytest
 from hypothesis import given, settings
 
 from rheo.casefile import load_case
-from rheo.reference import class_cycle_law, naive_cycle_law
 from rheo.checks.strategies import cases
+from rheo.reference import class_cycle_law, naive_cycle_law
 
 from .helpers import describe
 
-VARIANTS = [{}, {"proxy": "self"}, {"tie_break": "token"}, {"verify": "class_law"}, {"verify": "sample_last"},
-            {"proxy": {"constant": "1/4"}}, {"draft_law": "untempered"}, {"draft_law": "dense", "draft_top_k": 2},
-            {"target_top_k": 2, "target_top_p": "3/4", "target_min_p": "1/10"}]
+VARIANTS = [
+    {},
+    {"proxy": "self"},
+    {"tie_break": "token"},
+    {"verify": "class_law"},
+    {"verify": "sample_last"},
+    {"proxy": {"constant": "1/4"}},
+    {"draft_law": "untempered"},
+    {"draft_law": "dense", "draft_top_k": 2},
+    {"target_top_k": 2, "target_top_p": "3/4", "target_min_p": "1/10"},
+]
 
 
 def check(case):
@@ -27,8 +36,11 @@ def test_naive_and_class_enumerators_agree(case):
     check(case)
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=["default", "self", "token", "class_law", "sample_last", "constant", "untempered", "dense",
-                              "filters"])
+@pytest.mark.parametrize(
+    "variant",
+    VARIANTS,
+    ids=["default", "self", "token", "class_law", "sample_last", "constant", "untempered", "dense", "filters"],
+)
 @given(case=cases(cap=300, policies=("rheo",)))
 def test_naive_and_class_enumerators_agree_on_variants(variant, case):
     check({**case, **variant})

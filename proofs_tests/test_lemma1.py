@@ -1,12 +1,13 @@
 """Lemma 1: an identity-independent proxy >= q(x_{m+1}) keeps RheoSampling lossless; below
 the bound, or depending on the drawn token ("self"), it breaks - with the paper's numbers."""
+
 from fractions import Fraction as F
 
 from hypothesis import given
 
 from rheo.checks.corpus import CONTROLS_BY_NAME, find_counterexample
-from rheo.reference import certify, make_instance
 from rheo.checks.strategies import per_node_proxy_cases
+from rheo.reference import certify, make_instance
 
 from .helpers import cap, describe, report
 
@@ -33,8 +34,9 @@ def test_lemma1_self_proxy_breaks():
 
 
 def _abc(**extra):
-    return make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"],
-                         policy="rheo", K=3, m=1, depth=1, budget=2, **extra)
+    return make_instance(
+        3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], policy="rheo", K=3, m=1, depth=1, budget=2, **extra
+    )
 
 
 def test_lemma1_paper_abc_example_breaks_with_spec_numbers():

@@ -1,10 +1,11 @@
 """Meta-tests for the testers: the strategies build only valid instances of the promised
 shape."""
+
 from hypothesis import Phase, find, given, settings
 
 from rheo.casefile import load_case, validate_case
-from rheo.reference.instance import prefix_key
 from rheo.checks.strategies import cases, draft_prefixes, joint_draw_bound, per_node_proxy_cases
+from rheo.reference.instance import prefix_key
 
 from .helpers import cap
 
@@ -13,8 +14,10 @@ from .helpers import cap
 def test_strategy_cases_are_valid_and_capped(case):
     validate_case(case)
     inst = load_case(case)
-    assert joint_draw_bound(case["vocab_size"], case["policy"], case["K"], case.get("m", 0), case["depth"],
-                            case["beam"]) <= cap()
+    assert (
+        joint_draw_bound(case["vocab_size"], case["policy"], case["K"], case.get("m", 0), case["depth"], case["beam"])
+        <= cap()
+    )
     assert 1 <= case["beam"] <= case["K"] and 1 <= case["depth"] <= 3 and case["vocab_size"] <= 5
     for prefix in draft_prefixes(case):
         assert inst.target.laws.get(prefix) is not None or inst.target.default is not None
@@ -31,8 +34,11 @@ def test_per_node_proxies_respect_the_rank_bound(case):
 
 
 def test_strategy_reaches_prefix_dependent_tables():
-    case = find(cases(), lambda c: c["depth"] >= 2 and c["draft"][""] != c["draft"]["0"]
-                and c["target"][""] != c["target"]["0"], settings=settings(database=None, derandomize=True, phases=[Phase.generate]))
+    case = find(
+        cases(),
+        lambda c: c["depth"] >= 2 and c["draft"][""] != c["draft"]["0"] and c["target"][""] != c["target"]["0"],
+        settings=settings(database=None, derandomize=True, phases=[Phase.generate]),
+    )
     assert case["draft"][""] != case["draft"]["0"]
 
 

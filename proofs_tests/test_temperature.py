@@ -1,11 +1,12 @@
 """The temperature claims: at T = 0 (epsilon = 0) m = 0 degenerates to the Top-K tree;
 m = 1 keeps Top-K's candidate tokens but its proxy can change the ranking, so the tree can
 differ."""
+
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.reference import build_tree, enumerate_choices, make_instance
 from rheo.checks.strategies import cases
+from rheo.reference import build_tree, enumerate_choices, make_instance
 
 from .helpers import cap, describe
 
@@ -57,8 +58,13 @@ def test_temperature_zero_m1_proxy_changes_the_tree():
 
 def test_temperature_zero_m1_differs_from_topk_somewhere():
     from hypothesis import Phase, find, settings
+
     strategy = cases(policies=("rheo",), temperatures=("0",), m=1, min_K=2, min_depth=2, max_depth=2, max_vocab=4)
-    case = find(strategy, lambda c: token_tree(only_tree(load_case(c))) != token_tree(only_tree(load_case(topk_twin(c)))),
-                settings=settings(max_examples=2000, database=None, derandomize=True, deadline=None,
-                                  phases=[Phase.generate, Phase.shrink]))
+    case = find(
+        strategy,
+        lambda c: token_tree(only_tree(load_case(c))) != token_tree(only_tree(load_case(topk_twin(c)))),
+        settings=settings(
+            max_examples=2000, database=None, derandomize=True, deadline=None, phases=[Phase.generate, Phase.shrink]
+        ),
+    )
     assert case["K"] >= 2

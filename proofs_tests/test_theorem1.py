@@ -1,4 +1,5 @@
 """Theorem 1: RheoSampling and Top-K are lossless for every budget, exactly."""
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

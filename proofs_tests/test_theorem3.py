@@ -1,18 +1,18 @@
 """Theorem 3 (single layer): the closed form equals the enumeration; no lossless verifier
 beats the per-node transport LP; RheoVerification reaches it when the pool has no fills."""
+
 from fractions import Fraction as F
 
 import pytest
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.reference import class_cycle_law
-from .symbolic import prove_theorem3
-from rheo.reference.theorem3 import (child_set_law, per_node_optimum_exact, per_node_optimum_lp,
-                                     theorem3_alpha)
 from rheo.checks.strategies import cases
+from rheo.reference import class_cycle_law
+from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact, per_node_optimum_lp, theorem3_alpha
 
 from .helpers import cap, describe
+from .symbolic import prove_theorem3
 
 single_layer = cases(cap=cap(), max_depth=1, max_vocab=6)
 
@@ -27,7 +27,7 @@ def test_theorem3_closed_form_equals_enumeration(case):
 
 @given(single_layer)
 def test_theorem3_lp_bound_never_exceeded_by_lossless_verifiers(case):
-    for verify in (("rheo", "class_law") if case["policy"] == "rheo" else ("rheo",)):
+    for verify in ("rheo", "class_law") if case["policy"] == "rheo" else ("rheo",):
         inst = load_case({**case, "verify": verify})
         law = class_cycle_law(inst, count_draws=False)
         p = inst.target_law(())
@@ -56,8 +56,11 @@ def test_theorem3_rheo_falls_short_of_the_optimum_with_fills():
         law = class_cycle_law(inst, count_draws=False)
         return law.root_acceptance() < per_node_optimum_exact(inst.target_law(()), child_set_law(law.trees))
 
-    case = find(cases(max_depth=1, policies=("rheo",), min_K=2), gap,
-                settings=settings(database=None, derandomize=True, max_examples=3000, phases=[Phase.generate, Phase.shrink]))
+    case = find(
+        cases(max_depth=1, policies=("rheo",), min_K=2),
+        gap,
+        settings=settings(database=None, derandomize=True, max_examples=3000, phases=[Phase.generate, Phase.shrink]),
+    )
     assert case["K"] - case["m"] - 1 >= 1 and case["budget"] >= case["m"] + 2
 
 
@@ -66,6 +69,7 @@ def test_class_law_is_lossless_and_optimal_at_depth_one(case):
     inst = load_case(case)
     law = class_cycle_law(inst, count_draws=False)
     from rheo.reference import max_deviation
+
     assert max_deviation(inst, law.law).value == 0, describe(case)
     assert law.root_acceptance() == per_node_optimum_exact(inst.target_law(()), child_set_law(law.trees))
 

@@ -12,6 +12,7 @@ the *residual* law r beyond the leads; *fill* the best-ranked residual tokens af
 >>> report.lossless, report.cycle.first_token_law(3)
 (True, [Fraction(1, 5), Fraction(1, 2), Fraction(3, 10)])
 """
+
 from .certify import Report, certify, continued_sequence_law, cycle_law, max_deviation, target_sequence_probability
 from .choices import UniformChooser, Uniforms, enumerate_choices
 from .cycle import CycleLaw, Deadline, Timeout
@@ -25,10 +26,42 @@ from .tree import LabelledTree, Node, Tree, build_tree, order_key
 from .verify import steps_at, verification_law, walk
 
 __all__ = [
-    "PAPER_TREE", "CaseError", "Config", "CycleLaw", "CycleResult", "Deadline", "Instance", "LabelledTree", "Node",
-    "NodeLaws", "Params", "Proxy", "Report", "Table", "TargetFilters", "Temperature", "Timeout", "Tree",
-    "UniformChooser", "Uniforms", "build_tree", "certify", "class_cycle_law", "continued_sequence_law",
-    "count_joint_draws", "cycle_law", "enumerate_choices", "make_instance", "max_deviation",
-    "naive_cycle_law", "order_key", "parse_prefix", "prefix_key", "simulate_cycle", "steps_at",
-    "target_sequence_probability", "verification_law", "walk",
+    "PAPER_TREE",
+    "CaseError",
+    "Config",
+    "CycleLaw",
+    "CycleResult",
+    "Deadline",
+    "Instance",
+    "LabelledTree",
+    "Node",
+    "NodeLaws",
+    "Params",
+    "Proxy",
+    "Report",
+    "Table",
+    "TargetFilters",
+    "Temperature",
+    "Timeout",
+    "Tree",
+    "UniformChooser",
+    "Uniforms",
+    "build_tree",
+    "certify",
+    "class_cycle_law",
+    "continued_sequence_law",
+    "count_joint_draws",
+    "cycle_law",
+    "enumerate_choices",
+    "make_instance",
+    "max_deviation",
+    "naive_cycle_law",
+    "order_key",
+    "parse_prefix",
+    "prefix_key",
+    "simulate_cycle",
+    "steps_at",
+    "target_sequence_probability",
+    "verification_law",
+    "walk",
 ]

@@ -6,12 +6,14 @@ every sequence (the simple reading, for small cases and tests); ``max_deviation`
 largest |continued - p_T| without visiting subtrees that cannot hold a larger one (same
 answer, checked against the simple one in the tests).
 """
+
 from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .cycle import CycleLaw, Deadline
 from .enumerate_classes import class_cycle_law
@@ -143,7 +145,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         ex = self.inst.exact
-        f: Callable[[Number], str | float] = lambda x: fmt_number(x, ex)  # noqa: E731
+        f: Callable[[Number], str | float] = lambda x: fmt_number(x, ex)
         law = {" ".join(map(str, o)): f(pr) for o, pr in sorted(self.cycle.law.items()) if pr != 0}
         out = {
             "lossless": self.lossless,
@@ -164,18 +166,28 @@ class Report:
         return out
 
 
-def cycle_law(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
-              count_draws: bool = True, count_seconds: float | None = None) -> CycleLaw:
+def cycle_law(
+    inst: Instance,
+    enumerator: str = "classes",
+    deadline: Deadline | None = None,
+    count_draws: bool = True,
+    count_seconds: float | None = None,
+) -> CycleLaw:
     """Pr(O = o) for every output o, by the class enumerator (default) or the naive one."""
     if enumerator == "naive":
         return naive_cycle_law(inst, deadline)
     if enumerator == "classes":
         return class_cycle_law(inst, count_draws, deadline, count_seconds)
-    raise ValueError(f"enumerator must be \"classes\" or \"naive\", got {enumerator!r}")
+    raise ValueError(f'enumerator must be "classes" or "naive", got {enumerator!r}')
 
 
-def certify(inst: Instance, enumerator: str = "classes", deadline: Deadline | None = None,
-            count_draws: bool = True, count_seconds: float | None = None) -> Report:
+def certify(
+    inst: Instance,
+    enumerator: str = "classes",
+    deadline: Deadline | None = None,
+    count_draws: bool = True,
+    count_seconds: float | None = None,
+) -> Report:
     """Cycle law, deviation from p_T over V^(D+1), tau: everything docs/spec.md §5 certifies."""
     t0 = time.perf_counter()
     law = cycle_law(inst, enumerator, deadline, count_draws, count_seconds)

@@ -13,17 +13,19 @@ with its exact probability: the naive enumerator is ``enumerate_choices(build_tr
 
 Names: ("draw", e), ("sample", d), ("det", d, j), ("final", d).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .numbers import Number
 
 if TYPE_CHECKING:
     import numpy as np
 
-Name = Union[tuple[str, int], tuple[str, int, int]]  # ("draw", e), ("sample", d), ("det", d, j), ("final", d)
+Name = tuple[str, int] | tuple[str, int, int]  # ("draw", e), ("sample", d), ("det", d, j), ("final", d)
 T = TypeVar("T")
 R = TypeVar("R")
 

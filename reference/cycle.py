@@ -1,9 +1,10 @@
 """The law of one cycle's output and what follows from it (docs/spec.md §5)."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .numbers import Number
 from .tree import LabelledTree
@@ -17,8 +18,9 @@ class Timeout(RuntimeError):
 class Deadline:
     """Raises Timeout once ``seconds`` have passed; optional progress callback."""
 
-    def __init__(self, seconds: float | None = None, progress: Callable[[str], object] | None = None,
-                 every: float = 2.0) -> None:
+    def __init__(
+        self, seconds: float | None = None, progress: Callable[[str], object] | None = None, every: float = 2.0
+    ) -> None:
         self.start = time.perf_counter()
         self.seconds = seconds
         self.progress = progress

@@ -23,10 +23,11 @@ their draws, so ``joint_draws`` is counted by a second pass without skipping
 (``count_joint_draws``), which has no verification in it and multiplies the last layer's
 draws in without branching (nothing is expanded after them).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import product
-from typing import Callable
 
 from .cycle import CycleLaw, Deadline, Timeout
 from .instance import Instance, NodeLaws
@@ -73,8 +74,9 @@ def _group(n: Node) -> _Group:
 
 
 class _Explorer:
-    def __init__(self, inst: Instance, skip_dead: bool, on_leaf: Leaf, deadline: Deadline | None = None,
-                 count_only: bool = False) -> None:
+    def __init__(
+        self, inst: Instance, skip_dead: bool, on_leaf: Leaf, deadline: Deadline | None = None, count_only: bool = False
+    ) -> None:
         self.inst = inst
         self.count_only = count_only
         self.c = inst.config
@@ -139,8 +141,10 @@ class _Explorer:
             # so the key made with tokens[0] holds for every member of the group;
             # the group stands in for the sample's token id (see _group)
             g = _Group(tokens, masses, total)
-            kids = [n._replace(prefix=n.prefix[:-1] + (g,)) if n.kind == "sample" else n  # type: ignore[operator]
-                    for n in kids]
+            kids = [
+                n._replace(prefix=n.prefix[:-1] + (g,)) if n.kind == "sample" else n  # type: ignore[operator]
+                for n in kids
+            ]
             st.mult *= len(tokens)
         st.prob = st.prob * total
         st.layer.extend(kids)
@@ -207,8 +211,10 @@ class _Explorer:
         for n in lazy:
             size *= len(_group(n).tokens)
         mult = st.mult // size
-        options = [[(n.slot_path, t, n.kind, mass / _group(n).total)
-                    for t, mass in zip(_group(n).tokens, _group(n).masses)] for n in lazy]
+        options = [
+            [(n.slot_path, t, n.kind, mass / _group(n).total) for t, mass in zip(_group(n).tokens, _group(n).masses)]
+            for n in lazy
+        ]
         for combo in product(*options):
             prob = st.prob
             for *_, share in combo:
@@ -230,8 +236,9 @@ def count_joint_draws(inst: Instance, deadline: Deadline | None = None) -> int:
     return total
 
 
-def class_cycle_law(inst: Instance, count_draws: bool = True, deadline: Deadline | None = None,
-                    count_seconds: float | None = None) -> CycleLaw:
+def class_cycle_law(
+    inst: Instance, count_draws: bool = True, deadline: Deadline | None = None, count_seconds: float | None = None
+) -> CycleLaw:
     """The cycle law summed over classes (distinct labelled pruned trees).
 
     Counting joint draws grows exponentially with depth; with ``count_seconds`` it stops

@@ -3,14 +3,15 @@ verification each.
 
 This is the specification in code; ``enumerate_classes`` must agree with it exactly.
 """
+
 from __future__ import annotations
 
 from .choices import enumerate_choices
+from .cycle import CycleLaw, Deadline
 from .instance import Instance
 from .numbers import Number
 from .tree import LabelledTree, build_tree
 from .verify import Output, verification_law
-from .cycle import CycleLaw, Deadline
 
 
 def naive_cycle_law(inst: Instance, deadline: Deadline | None = None) -> CycleLaw:

@@ -8,6 +8,7 @@ whole instance is reproducible from (vocab_size, seed, max_weight, zero_share) a
 >>> sum(law)
 Fraction(1, 1)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,9 @@ from .instance import Instance, Table, make_instance
 from .params import Prefix
 
 
-def hashed_law(n: int, seed: int, prefix: Prefix, max_weight: int = 20, zero_share: int = 0,
-               salt: str = "") -> tuple[Fraction, ...]:
+def hashed_law(
+    n: int, seed: int, prefix: Prefix, max_weight: int = 20, zero_share: int = 0, salt: str = ""
+) -> tuple[Fraction, ...]:
     """Integer weights in 1..max_weight from a hash of (seed, salt, prefix), normalized.
 
     With zero_share = z > 0 each weight is zeroed with probability about z/16 (never all).
@@ -56,8 +58,9 @@ def hashed_instance(n: int, seed: int, max_weight: int = 20, zero_share: int = 0
     return make_instance(n, target, draft, **config)
 
 
-def hashed_case(n: int, seed: int, depth: int, max_weight: int = 20, zero_share: int = 0,
-                **config: Any) -> dict[str, Any]:
+def hashed_case(
+    n: int, seed: int, depth: int, max_weight: int = 20, zero_share: int = 0, **config: Any
+) -> dict[str, Any]:
     """The same generated tables as a docs/spec.md §8 case dict (every prefix a cycle can reach
     listed), so a generated instance can be saved, replayed and read by ``rheo exact``.
 

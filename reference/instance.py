@@ -5,25 +5,32 @@
 and law, the proxy and the fills; ``Instance.target_law(prefix)`` is p_T with the target
 filters. Both are cached per prefix.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 from .numbers import CaseError, Law, Number, Temperature, apply_filters, keep_top_k, parse_exact, rank_order, temper
-from .params import UNTEMPERED, Params, Prefix, Proxy, parse_prefix, prefix_key
+from .params import UNTEMPERED, Params, Prefix, parse_prefix, prefix_key
 from .params import Number as ParamNumber
 
 Config = Params  # the reference's name for the one parameter type (rheo.reference.params)
 # a table in the Python API: {prefix tuple or "*" or "0,2": law}, one law for every prefix, or prefix -> law
-TableSpec = Union[Callable[[Prefix], Law], Mapping[Any, Sequence[object]], Sequence[object]]
+TableSpec = Callable[[Prefix], Law] | Mapping[Any, Sequence[object]] | Sequence[object]
 
 
 class Table:
     """Prefix -> law, with an optional default for unlisted prefixes ("*" in case files)."""
 
-    def __init__(self, name: str, laws: Mapping[Prefix, Law], default: Law | None = None,
-                 fn: Callable[[Prefix], Law] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        laws: Mapping[Prefix, Law],
+        default: Law | None = None,
+        fn: Callable[[Prefix], Law] | None = None,
+    ) -> None:
         self.name = name
         self.laws = dict(laws)
         self.default = default
@@ -37,9 +44,10 @@ class Table:
             return self.fn(prefix)
         if self.default is not None:
             return self.default
-        raise CaseError(f"{self.name}[\"{prefix_key(prefix)}\"]",
-                        f"the computation needs the law at prefix \"{prefix_key(prefix)}\"; "
-                        "give it, or give a \"*\" default")
+        raise CaseError(
+            f'{self.name}["{prefix_key(prefix)}"]',
+            f'the computation needs the law at prefix "{prefix_key(prefix)}"; give it, or give a "*" default',
+        )
 
     @staticmethod
     def constant(name: str, law: Sequence[Number]) -> Table:
@@ -130,7 +138,7 @@ class Instance:
         law = table(prefix)
         key = (table.name, prefix)
         if key not in self._checked:
-            check_law(law, self.n, self.exact, f"{table.name}[\"{prefix_key(prefix)}\"]")
+            check_law(law, self.n, self.exact, f'{table.name}["{prefix_key(prefix)}"]')
             self._checked.add(key)
         return law
 
@@ -197,8 +205,10 @@ class Instance:
             assert p.table is not None  # Params reads a per_prefix proxy with its table
             v = p.table.get(prefix, p.table.get(None))
             if v is None:
-                raise CaseError(f"proxy.per_prefix[\"{prefix_key(prefix)}\"]",
-                                "the computation needs a proxy value at this prefix; give it or a \"*\" default")
+                raise CaseError(
+                    f'proxy.per_prefix["{prefix_key(prefix)}"]',
+                    'the computation needs a proxy value at this prefix; give it or a "*" default',
+                )
             return v
         if p.kind == "callable":
             assert p.fn is not None  # Params reads a callable proxy with its function
@@ -230,8 +240,9 @@ def exact_law(values: Sequence[object], field: str) -> Law:
     return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(values))
 
 
-def make_instance(vocab_size: int, target: TableSpec, draft: TableSpec, params: Params | None = None,
-                  **config: Any) -> Instance:
+def make_instance(
+    vocab_size: int, target: TableSpec, draft: TableSpec, params: Params | None = None, **config: Any
+) -> Instance:
     """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix;
     the configuration as ``params`` or as case-file keywords (``Params.from_case``).
 
@@ -248,7 +259,8 @@ def make_instance(vocab_size: int, target: TableSpec, draft: TableSpec, params: 
 
     def table(name: str, spec: TableSpec) -> Table:
         conv: Callable[[Sequence[object], str], Law] = (
-            (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f))))
+            (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f)))
+        )
         if callable(spec):
             return Table(name, {}, fn=spec)
         if isinstance(spec, Mapping):
@@ -257,10 +269,10 @@ def make_instance(vocab_size: int, target: TableSpec, draft: TableSpec, params: 
             laws, default = {}, None
             for k, v in spec.items():
                 if k == "*":
-                    default = conv(v, f"{name}[\"*\"]")
+                    default = conv(v, f'{name}["*"]')
                 else:
                     key = tuple(k) if not isinstance(k, str) else parse_prefix(k, name)
-                    laws[key] = conv(v, f"{name}[\"{prefix_key(key)}\"]")
+                    laws[key] = conv(v, f'{name}["{prefix_key(key)}"]')
             return Table(name, laws, default)
         return Table.constant(name, conv(spec, name))
 

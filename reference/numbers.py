@@ -11,15 +11,17 @@ they also run on the symbolic shadow numbers of proofs_tests/symbolic.py.
 >>> temper((F(1, 4), F(3, 4)), Temperature.parse("0", exact=True))
 (Fraction(0, 1), Fraction(1, 1))
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Protocol, Sequence, Union
+from typing import Protocol
 
-Number = Union[Fraction, float]  # Fraction in exact arithmetic, float in float64
+Number = Fraction | float  # Fraction in exact arithmetic, float in float64
 Law = tuple[Number, ...]  # one number per token id
 
 
@@ -52,7 +54,7 @@ def parse_exact(value: object, field: str) -> Fraction:
         try:
             return Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
-            raise CaseError(field, f"expected an exact rational like \"3/10\" or \"0.3\", got {value!r}") from None
+            raise CaseError(field, f'expected an exact rational like "3/10" or "0.3", got {value!r}') from None
     raise CaseError(field, f"expected a number or a rational string, got {type(value).__name__}")
 
 
@@ -104,7 +106,7 @@ class Temperature:
             raise CaseError(
                 field,
                 f"exact arithmetic needs T = 0 or 1/k for an integer k >= 1 (got {raw}); "
-                "set \"arithmetic\": \"float64\" for any other temperature",
+                'set "arithmetic": "float64" for any other temperature',
             )
         return Temperature(str(t), False, None, float(t))
 

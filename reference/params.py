@@ -156,8 +156,25 @@ class Params:
     arithmetic: Arithmetic = "exact"
 
     # case-file keys that configure the algorithm (the tables and vocab_size aside)
-    CASE_KEYS = ("policy", "K", "m", "depth", "budget", "beam", "proxy", "epsilon", "tie_break", "temperature",
-                 "draft_top_k", "verify", "draft_law", "arithmetic", "target_top_k", "target_top_p", "target_min_p")
+    CASE_KEYS = (
+        "policy",
+        "K",
+        "m",
+        "depth",
+        "budget",
+        "beam",
+        "proxy",
+        "epsilon",
+        "tie_break",
+        "temperature",
+        "draft_top_k",
+        "verify",
+        "draft_law",
+        "arithmetic",
+        "target_top_k",
+        "target_top_p",
+        "target_min_p",
+    )
 
     def __post_init__(self) -> None:
         _need_choice("policy", self.policy, Policy)
@@ -237,11 +254,17 @@ class Params:
         elif p.kind == "per_prefix":
             proxy = Proxy("per_prefix", table={k: conv(v) for k, v in (p.table or {}).items()})
         f = self.target_filters
-        filters = TargetFilters(f.top_k, None if f.top_p is None else conv(f.top_p),
-                                None if f.min_p is None else conv(f.min_p))
+        filters = TargetFilters(
+            f.top_k, None if f.top_p is None else conv(f.top_p), None if f.min_p is None else conv(f.min_p)
+        )
         temperature = Temperature.parse(self.temperature.text, arithmetic == "exact")
-        return self.replace(arithmetic=arithmetic, epsilon=conv(self.epsilon), proxy=proxy,
-                            target_filters=filters, temperature=temperature)
+        return self.replace(
+            arithmetic=arithmetic,
+            epsilon=conv(self.epsilon),
+            proxy=proxy,
+            target_filters=filters,
+            temperature=temperature,
+        )
 
     @staticmethod
     def from_case(case: Mapping[str, Any]) -> Params:
@@ -266,23 +289,32 @@ class Params:
             x = parse_exact(value, name)
             return x if exact else float(x)
 
-        kw: dict[str, Any] = {k: case[k] for k in ("policy", "K", "depth", "budget", "beam", "tie_break",
-                                                   "draft_top_k", "verify", "draft_law") if case.get(k) is not None}
+        kw: dict[str, Any] = {
+            k: case[k]
+            for k in ("policy", "K", "depth", "budget", "beam", "tie_break", "draft_top_k", "verify", "draft_law")
+            if case.get(k) is not None
+        }
         kw["arithmetic"] = arithmetic
         if case.get("policy") != "topk" and case.get("m") is not None:
             kw["m"] = case["m"]
         kw["epsilon"] = num(case.get("epsilon") or 0, "epsilon")
         temperature = case.get("temperature")
-        kw["temperature"] = (temperature if isinstance(temperature, Temperature)
-                             else Temperature.parse(1 if temperature is None else temperature, exact))
+        kw["temperature"] = (
+            temperature
+            if isinstance(temperature, Temperature)
+            else Temperature.parse(1 if temperature is None else temperature, exact)
+        )
         kw["proxy"] = _read_proxy(case.get("proxy"), num)
         if isinstance(case.get("target_filters"), TargetFilters):
             kw["target_filters"] = case["target_filters"]
         else:
             top_k = case.get("target_top_k")
             top_p, min_p = case.get("target_top_p"), case.get("target_min_p")
-            kw["target_filters"] = TargetFilters(top_k, None if top_p is None else num(top_p, "target_top_p"),
-                                                 None if min_p is None else num(min_p, "target_min_p"))
+            kw["target_filters"] = TargetFilters(
+                top_k,
+                None if top_p is None else num(top_p, "target_top_p"),
+                None if min_p is None else num(min_p, "target_min_p"),
+            )
         return Params(**kw)
 
     def to_case(self) -> dict[str, Any]:
@@ -290,24 +322,45 @@ class Params:
         out: dict[str, Any] = {"policy": self.policy, "K": self.K}
         if self.policy == "rheo":
             out["m"] = self.m
-        out.update(depth=self.depth, budget=self.budget, beam=self.B, proxy=self.proxy.describe(),
-                   epsilon=_text(self.epsilon), tie_break=self.tie_break, temperature=self.temperature.text,
-                   draft_top_k=self.draft_top_k, verify=self.verify, draft_law=self.draft_law,
-                   arithmetic=self.arithmetic)
+        out.update(
+            depth=self.depth,
+            budget=self.budget,
+            beam=self.B,
+            proxy=self.proxy.describe(),
+            epsilon=_text(self.epsilon),
+            tie_break=self.tie_break,
+            temperature=self.temperature.text,
+            draft_top_k=self.draft_top_k,
+            verify=self.verify,
+            draft_law=self.draft_law,
+            arithmetic=self.arithmetic,
+        )
         f = self.target_filters
-        out.update(target_top_k=f.top_k, target_top_p=None if f.top_p is None else _text(f.top_p),
-                   target_min_p=None if f.min_p is None else _text(f.min_p))
+        out.update(
+            target_top_k=f.top_k,
+            target_top_p=None if f.top_p is None else _text(f.top_p),
+            target_min_p=None if f.min_p is None else _text(f.min_p),
+        )
         return out
 
     def to_protocol(self, vocab_size: int) -> dict[str, Any]:
         """The config dict an ``--impl`` implementation receives (rheo.checks.harness):
         case-file names, numbers as floats, beam resolved, m = 0 for Top-K."""
         f = self.target_filters
-        return {"vocab_size": vocab_size, "policy": self.policy, "K": self.K,
-                "m": self.m if self.policy == "rheo" else 0, "depth": self.depth, "budget": self.budget,
-                "beam": self.B, "draft_top_k": self.draft_top_k, "epsilon": float(self.epsilon),
-                "target_top_k": f.top_k, "target_top_p": None if f.top_p is None else float(f.top_p),
-                "target_min_p": None if f.min_p is None else float(f.min_p)}
+        return {
+            "vocab_size": vocab_size,
+            "policy": self.policy,
+            "K": self.K,
+            "m": self.m if self.policy == "rheo" else 0,
+            "depth": self.depth,
+            "budget": self.budget,
+            "beam": self.B,
+            "draft_top_k": self.draft_top_k,
+            "epsilon": float(self.epsilon),
+            "target_top_k": f.top_k,
+            "target_top_p": None if f.top_p is None else float(f.top_p),
+            "target_min_p": None if f.min_p is None else float(f.min_p),
+        }
 
 
 def _read_proxy(raw: Any, num: Callable[[Any, str], Number]) -> Proxy:
@@ -330,8 +383,7 @@ def _read_proxy(raw: Any, num: Callable[[Any, str], Number]) -> Proxy:
     raise CaseError("proxy", f'must be "rheo", "self", {{"constant": c}} or {{"per_prefix": {{...}}}}, got {raw!r}')
 
 
-PAPER_TREE = Params(policy="rheo", K=10, depth=8, budget=60, m=1, draft_top_k=128, epsilon=0.0,
-                    arithmetic="float64")
+PAPER_TREE = Params(policy="rheo", K=10, depth=8, budget=60, m=1, draft_top_k=128, epsilon=0.0, arithmetic="float64")
 """The paper's tree (K=10, D=8, R=60, draft_top_k=128) with Rheo m=1, in float64: the
 fastpath's and the real model's default. ``PAPER_TREE.replace(policy="topk")`` is the
 EAGLE-2 baseline on the same tree."""

@@ -5,6 +5,7 @@
 ``u_det[d][j]``, ``u_final[d]``). The fastpath and user implementations are compared
 with it decision by decision.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -11,10 +11,11 @@
 - ``per_node_optimum_exact``: the same optimum exactly, by max-flow/min-cut duality:
   min over token sets A of p(A) + Pr(C not inside A).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import linprog
@@ -32,15 +33,16 @@ def theorem3_applies(inst: Instance) -> bool:
         return False
     if c.policy == "topk":
         return True
-    return (c.proxy.kind == "rheo" and c.verify == "rheo" and c.draft_law == "sampled"
-            and c.tie_break == "slot")
+    return c.proxy.kind == "rheo" and c.verify == "rheo" and c.draft_law == "sampled" and c.tie_break == "slot"
 
 
 def theorem3_alpha(inst: Instance) -> Number:
     """The closed-form root acceptance rate (D = 1). Raises ValueError if it does not apply."""
     if not theorem3_applies(inst):
-        raise ValueError("Theorem 3 covers depth 1 with policy topk, or rheo with the rheo proxy, "
-                         "rheo verification, the sampled draft law and slot tie-break")
+        raise ValueError(
+            "Theorem 3 covers depth 1 with policy topk, or rheo with the rheo proxy, "
+            "rheo verification, the sampled draft law and slot tie-break"
+        )
     c = inst.config
     p = inst.target_law(())
     laws = inst.node_laws(())
@@ -90,7 +92,7 @@ def per_node_optimum_lp(p: Sequence[Number], sets: ChildSets) -> float:
     a_eq, b_eq = [], []
     for i, c in enumerate(cs):
         row = np.zeros(nc * n)
-        row[i * n:(i + 1) * n] = 1
+        row[i * n : (i + 1) * n] = 1
         a_eq.append(row)
         b_eq.append(float(sets[c]))
     for x in range(n):

@@ -6,10 +6,12 @@ Each expansion of a rheo node draws its sample Y through the chooser (name ("dra
 expansions numbered in the order they happen: root first, then layer by layer in order-key
 order).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from .choices import Chooser
 from .instance import Instance
@@ -75,7 +77,6 @@ class LabelledTree:
 
     def __len__(self) -> int:
         return len(self.nodes)
-
 
 
 @dataclass

@@ -10,6 +10,7 @@ Two readings of the same steps, kept side by side:
 with which law; both readings use it, so the wrong-on-purpose variants (``sample_last``,
 ``class_law``, ``draft_law`` dense / untempered) live in one place.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

@@ -14,4 +14,5 @@ One room per concern:
 - ``rheo.integrations`` real models (SmolLM2-135M with an EAGLE-style head)
 - ``rheo.cli``          the ``rheo`` command
 """
+
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ lengths, sums, m < K, exact temperatures, ...) is checked here. Every problem ra
 
     draft[""]: must sum to exactly 1 in exact mode, sums to 11/10
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,9 @@ def _field_name(path) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif i > 0 and parts[0] in ("target", "draft") and i == 1:
-            out += f"[\"{part}\"]"
+            out += f'["{part}"]'
         elif i > 0 and parts[i - 1] == "per_prefix":
-            out += f"[\"{part}\"]"
+            out += f'["{part}"]'
         else:
             out += f".{part}" if out else str(part)
     return out or "(case)"
@@ -55,18 +56,26 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
         name = missing[0] if where == "(case)" else f"{where}.{missing[0]}"
         return CaseError(name, "is required (see `rheo exact --help` for the case format)")
     if v == "enum":
-        return CaseError(where, f"must be one of {', '.join(json.dumps(x) for x in err.validator_value)}, got {json.dumps(err.instance, default=str)}")
+        return CaseError(
+            where,
+            f"must be one of {', '.join(json.dumps(x) for x in err.validator_value)}, "
+            f"got {json.dumps(err.instance, default=str)}",
+        )
     if v == "type":
         want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
         return CaseError(where, f"must be of type {want}, got {json.dumps(err.instance, default=str)}")
     if v == "minimum":
         return CaseError(where, f"must be >= {err.validator_value}, got {err.instance}")
     if v == "propertyNames" or v == "pattern":
-        return CaseError(where, f"prefix keys are token ids joined by \",\" (\"\" for the root, \"*\" for the default), got {json.dumps(err.instance)}")
+        return CaseError(
+            where,
+            'prefix keys are token ids joined by "," ("" for the root, "*" for the default), '
+            f"got {json.dumps(err.instance)}",
+        )
     if v == "minProperties":
-        return CaseError(where, "must list at least one prefix (\"\" for the root or \"*\")")
+        return CaseError(where, 'must list at least one prefix ("" for the root or "*")')
     if v == "oneOf" and where.startswith("proxy"):
-        return CaseError(where, "must be \"rheo\", \"self\", {\"constant\": c} or {\"per_prefix\": {prefix: value}}")
+        return CaseError(where, 'must be "rheo", "self", {"constant": c} or {"per_prefix": {prefix: value}}')
     return CaseError(where, err.message)
 
 
@@ -74,7 +83,7 @@ def _check_prefix_key(key: str, n: int, field: str) -> None:
     if key != "*":
         for t in parse_prefix(key, field):
             if t >= n:
-                raise CaseError(field, f"prefix \"{key}\" names token {t}, but vocab_size is {n}")
+                raise CaseError(field, f'prefix "{key}" names token {t}, but vocab_size is {n}')
 
 
 def _checked_tables(case: dict) -> dict:
@@ -94,7 +103,7 @@ def _checked_tables(case: dict) -> dict:
     tables: dict = {"target": {}, "draft": {}}
     for name in tables:
         for key, vec in case[name].items():
-            field = f"{name}[\"{key}\"]"
+            field = f'{name}["{key}"]'
             _check_prefix_key(key, n, field)
             law = [parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)]
             check_law(law, n, exact, field)
@@ -102,7 +111,7 @@ def _checked_tables(case: dict) -> dict:
     proxy = case.get("proxy")
     if isinstance(proxy, dict) and "per_prefix" in proxy:
         for key in proxy["per_prefix"]:
-            _check_prefix_key(key, n, f"proxy.per_prefix[\"{key}\"]")
+            _check_prefix_key(key, n, f'proxy.per_prefix["{key}"]')
     return tables
 
 
@@ -168,7 +177,10 @@ def dump_case(case: dict) -> str:
     for i, (key, value) in enumerate(items):
         end = "," if i < len(items) - 1 else ""
         if key in ("target", "draft") and isinstance(value, dict):
-            rows = [f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items()]
+            rows = [
+                f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
+                for k, v in value.items()
+            ]
             lines.append(f"  {json.dumps(key)}: {{\n" + ",\n".join(rows) + f"\n  }}{end}")
         else:
             lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}{end}")

@@ -1,4 +1,5 @@
 """Devices the torch tests run on: the CPU always, CUDA when there is one (``gpu`` marker)."""
+
 import pytest
 
 try:

@@ -9,6 +9,7 @@ The family's cases, counted from what tests/test_fastpath_statistical.py registe
 - V = 32000: the first token, and the second given each of the ``LARGE_SECOND`` most
   frequent first tokens.
 """
+
 from rheo.checks.sampling import quiet_cases
 
 from .devices import DEVICES

@@ -1,11 +1,12 @@
 """docs/spec.md §5: the deviation search equals the brute-force continued law; float64 agrees
 with exact arithmetic."""
+
 from hypothesis import given
 
 from rheo.casefile import load_case
 from rheo.checks.corpus import CONTROLS_BY_NAME
-from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
 from rheo.checks.strategies import cases
+from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
 
 
 def brute_force(inst, law):
@@ -50,28 +51,46 @@ def test_float64_breaks_exact_ties_by_rounding_and_stays_lossless():
     """Nodes 1.0 and 0.1 both score exactly 2/9 (1/2 * 4/9 = 2/5 * 5/9); exact arithmetic
     breaks the tie by slot path and keeps 0.1, float64 rounds 2/5 * 5/9 up and keeps 1.0.
     Both are lossless: float64 is a different (valid) tree builder at exact ties."""
-    case = {"vocab_size": 3, "target": {"*": ["1/3", "1/3", "1/3"]},
-            "draft": {"": ["1/2", "2/5", "1/10"], "*": ["5/9", "4/9", "0"]},
-            "policy": "topk", "K": 2, "depth": 2, "budget": 4, "beam": 2}
+    case = {
+        "vocab_size": 3,
+        "target": {"*": ["1/3", "1/3", "1/3"]},
+        "draft": {"": ["1/2", "2/5", "1/10"], "*": ["5/9", "4/9", "0"]},
+        "policy": "topk",
+        "K": 2,
+        "depth": 2,
+        "budget": 4,
+        "beam": 2,
+    }
     exact = certify(load_case(case))
     fl = certify(load_case({**case, "arithmetic": "float64"}))
     assert exact.lossless and fl.lossless
-    kept = lambda r: sorted(n[0] for n in next(iter(r.cycle.trees)).nodes)  # noqa: E731
+    kept = lambda r: sorted(n[0] for n in next(iter(r.cycle.trees)).nodes)
     assert kept(exact) == [(0,), (0, 0), (0, 1), (1,)]
     assert kept(fl) == [(0,), (0, 0), (1,), (1, 0)]
 
 
 def test_float64_any_temperature_is_lossless():
-    case = {"vocab_size": 3, "target": {"*": [0.2, 0.5, 0.3]}, "draft": {"*": [0.5, 0.3, 0.2]},
-            "policy": "rheo", "K": 2, "m": 1, "depth": 2, "budget": 3, "temperature": 0.7, "arithmetic": "float64"}
+    case = {
+        "vocab_size": 3,
+        "target": {"*": [0.2, 0.5, 0.3]},
+        "draft": {"*": [0.5, 0.3, 0.2]},
+        "policy": "rheo",
+        "K": 2,
+        "m": 1,
+        "depth": 2,
+        "budget": 3,
+        "temperature": 0.7,
+        "arithmetic": "float64",
+    }
     r = certify(load_case(case))
     assert r.lossless and 1 < r.tau < 3
 
 
 def test_counting_joint_draws_can_be_capped_without_touching_the_law():
     from rheo.reference.generate import hashed_instance
-    inst = lambda: hashed_instance(4, 0, policy="rheo", K=3, m=1, depth=5, budget=10)  # noqa: E731
+
+    inst = lambda: hashed_instance(4, 0, policy="rheo", K=3, m=1, depth=5, budget=10)
     capped = certify(inst(), count_seconds=1e-4)
     full = certify(inst(), count_seconds=60)
-    assert capped.cycle.joint_draws is None and full.cycle.joint_draws == 3 ** 13
+    assert capped.cycle.joint_draws is None and full.cycle.joint_draws == 3**13
     assert capped.cycle.law == full.cycle.law and capped.lossless

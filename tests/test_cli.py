@@ -1,4 +1,5 @@
 """The `rheo` command: outputs, exit statuses, --json everywhere, help that teaches."""
+
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def rheo(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "rheo.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          input=input, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rheo.cli", *args], capture_output=True, text=True, cwd=ROOT, input=input, timeout=300
+    )
 
 
 def test_default_run_is_the_spec_example_and_lossless():
@@ -48,20 +50,35 @@ def test_case_file_and_naive_enumerator(tmp_path):
 
 
 def test_float64_case_prints_numbers(tmp_path):
-    case = {"vocab_size": 2, "target": {"*": [0.25, 0.75]}, "draft": {"*": [0.5, 0.5]}, "policy": "topk",
-            "K": 1, "depth": 2, "budget": 2, "arithmetic": "float64", "temperature": 0.9}
+    case = {
+        "vocab_size": 2,
+        "target": {"*": [0.25, 0.75]},
+        "draft": {"*": [0.5, 0.5]},
+        "policy": "topk",
+        "K": 1,
+        "depth": 2,
+        "budget": 2,
+        "arithmetic": "float64",
+        "temperature": 0.9,
+    }
     path = tmp_path / "f.json"
     path.write_text(json.dumps(case))
     out = json.loads(rheo("exact", str(path), "--json").stdout)
     assert isinstance(out["tau"], float) and out["lossless"]
 
 
-@pytest.mark.parametrize("content,needle", [
-    ('{"vocab_size": 2}', "target: is required"),
-    ("{nope", "not valid JSON"),
-    ('{"vocab_size": 2, "target": {"*": ["1/2","1/2"]}, "draft": {"*": ["1/2","1/2"]}, "policy": "rheo", '
-     '"K": 2, "m": 2, "depth": 1, "budget": 1}', "m: must be <= K-1"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('{"vocab_size": 2}', "target: is required"),
+        ("{nope", "not valid JSON"),
+        (
+            '{"vocab_size": 2, "target": {"*": ["1/2","1/2"]}, "draft": {"*": ["1/2","1/2"]}, "policy": "rheo", '
+            '"K": 2, "m": 2, "depth": 1, "budget": 1}',
+            "m: must be <= K-1",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -81,8 +98,16 @@ def test_json_flag_before_or_after_the_command():
 
 
 def test_prefix_the_computation_needs_is_named(tmp_path):
-    case = {"vocab_size": 2, "target": {"": ["1/2", "1/2"], "*": ["1/2", "1/2"]}, "draft": {"": ["1/3", "2/3"]},
-            "policy": "rheo", "K": 2, "m": 0, "depth": 2, "budget": 3}
+    case = {
+        "vocab_size": 2,
+        "target": {"": ["1/2", "1/2"], "*": ["1/2", "1/2"]},
+        "draft": {"": ["1/3", "2/3"]},
+        "policy": "rheo",
+        "K": 2,
+        "m": 0,
+        "depth": 2,
+        "budget": 3,
+    }
     path = tmp_path / "c.json"
     path.write_text(json.dumps(case))
     r = rheo("exact", str(path))
@@ -96,8 +121,16 @@ def test_missing_file_and_unknown_example_exit_2():
 
 
 def test_timeout_exits_3(tmp_path):
-    case = {"vocab_size": 40, "target": {"*": ["1/40"] * 40}, "draft": {"*": ["1/40"] * 40}, "policy": "rheo",
-            "K": 3, "m": 1, "depth": 3, "budget": 6}
+    case = {
+        "vocab_size": 40,
+        "target": {"*": ["1/40"] * 40},
+        "draft": {"*": ["1/40"] * 40},
+        "policy": "rheo",
+        "K": 3,
+        "m": 1,
+        "depth": 3,
+        "budget": 6,
+    }
     path = tmp_path / "big.json"
     path.write_text(json.dumps(case))
     r = rheo("exact", str(path), "--timeout", "0.01")
@@ -116,6 +149,7 @@ def test_help_teaches_the_format():
 def test_bench_exact_runs_side_by_side():
     from rheo.bench.exact import run_bench_exact
     from rheo.cli.bench import render_exact
+
     small = dict(n=3, policy="rheo", K=2, m=1, depth=2, budget=3, beam=2)
     out = run_bench_exact(limit=0.2, progress=lambda m: None, case=small)
     json.dumps(out)  # the --json form
@@ -140,8 +174,10 @@ def test_bench_fastpath_quick_json():
     assert "batch 16" in r.stderr  # progress on stderr
 
 
-@pytest.mark.parametrize("args,needle", [(["--vocab", "1"], "--vocab"), (["--repeats", "0"], "--repeats"),
-                                         (["--device", "nonsense"], "--device")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["--vocab", "1"], "--vocab"), (["--repeats", "0"], "--repeats"), (["--device", "nonsense"], "--device")],
+)
 def test_bench_fastpath_bad_input_exits_2(args, needle):
     pytest.importorskip("torch")
     r = rheo("bench", "fastpath", "--quick", *args)

@@ -1,5 +1,6 @@
 """The real-model commands without the real model: each stops with one line naming the
 pip command (exit 2), and bad flags are named. Runs with or without the hf extra."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,7 +14,9 @@ from rheo.integrations import hf
 @pytest.fixture
 def no_transformers(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else real(name, *a)
+    )
 
 
 @pytest.mark.parametrize("argv", [["generate"], ["train-draft", "--steps", "1"], ["bench", "tau", "--quick"]])
@@ -32,14 +35,17 @@ def test_gate_real_model_check_skips_without_the_extra(no_transformers):
     assert outcome.verdict == "skip" and "pip install" in outcome.detail
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["generate", "--temperature", "-1"], "--temperature"),
-    (["generate", "--max-new-tokens", "0"], "--max-new-tokens"),
-    (["bench", "tau", "--prompts", "0"], "--prompts"),
-    (["bench", "tau", "--seeds", "0"], "--seeds"),
-    (["train-draft", "--steps", "0"], "--steps"),
-    (["train-draft", "--steps", "5", "--stop-at-step", "6"], "--stop-at-step"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["generate", "--temperature", "-1"], "--temperature"),
+        (["generate", "--max-new-tokens", "0"], "--max-new-tokens"),
+        (["bench", "tau", "--prompts", "0"], "--prompts"),
+        (["bench", "tau", "--seeds", "0"], "--seeds"),
+        (["train-draft", "--steps", "0"], "--steps"),
+        (["train-draft", "--steps", "5", "--stop-at-step", "6"], "--stop-at-step"),
+    ],
+)
 def test_bad_flags_are_named(capsys, argv, flag):
     assert main(argv) == 2
     assert flag in capsys.readouterr().err

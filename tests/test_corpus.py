@@ -1,4 +1,5 @@
 """Replay the counterexample corpus: every saved case still gives its expected deviation."""
+
 from pathlib import Path
 
 import pytest

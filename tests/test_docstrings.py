@@ -1,14 +1,25 @@
 """The worked examples in docstrings are run, so they cannot drift from the code."""
+
 import doctest
 import importlib
 
 import pytest
 
-MODULES = ["rheo.reference", "rheo.reference.numbers", "rheo.reference.instance", "rheo.reference.generate",
-           "rheo.reference.params",
-           "rheo.checks.goodness_of_fit"]
-TORCH_MODULES = ["rheo.fastpath.laws", "rheo.fastpath.cycle", "rheo.fastpath.config", "rheo.fastpath.inputs",
-                 "rheo.fastpath.uniforms"]
+MODULES = [
+    "rheo.reference",
+    "rheo.reference.numbers",
+    "rheo.reference.instance",
+    "rheo.reference.generate",
+    "rheo.reference.params",
+    "rheo.checks.goodness_of_fit",
+]
+TORCH_MODULES = [
+    "rheo.fastpath.laws",
+    "rheo.fastpath.cycle",
+    "rheo.fastpath.config",
+    "rheo.fastpath.inputs",
+    "rheo.fastpath.uniforms",
+]
 
 
 @pytest.mark.parametrize("name", MODULES + TORCH_MODULES)

@@ -6,6 +6,7 @@ exact ties.
 See ``rheo.checks.differential`` for what "equal" means and why requests with a decision within
 1e-9 of its threshold are set aside (they are counted, and must stay rare).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,10 +16,16 @@ from hypothesis import event, given, note
 torch = pytest.importorskip("torch")
 
 from rheo.checks.differential import (  # noqa: E402
-    check_designed_ties, check_example, compare_batch, designed_ties, fast_examples,
+    check_designed_ties,
+    check_example,
+    compare_batch,
+    designed_ties,
+    fast_examples,
 )
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, Uniforms, build_tree,
+    FastConfig,
+    Uniforms,
+    build_tree,
 )
 from rheo.testing import (  # noqa: E402
     HashTableModel,
@@ -49,17 +56,24 @@ def test_near_threshold_requests_are_rare():
     rng = np.random.default_rng(7)
     for k in range(100):
         K = int(rng.integers(1, 5))
-        cfg = FastConfig(K=K, depth=int(rng.integers(1, 4)), budget=int(rng.integers(1, 3 * K + 1)),
-                         m=int(rng.integers(0, K)), draft_top_k=None)
+        cfg = FastConfig(
+            K=K,
+            depth=int(rng.integers(1, 4)),
+            budget=int(rng.integers(1, 3 * K + 1)),
+            m=int(rng.integers(0, K)),
+            draft_top_k=None,
+        )
         model = HashTableModel(int(rng.integers(2, 7)), 3, seed=k, rows=4096, dtype=torch.float64)
         statuses += [c.status for c in run_batch(model, cfg, [0.5, 1.0, 0.0], k)]
-    print(f"near-threshold census: {statuses.count('equal')} equal, {statuses.count('near')} set aside "
-          f"of {len(statuses)}")
+    print(
+        f"near-threshold census: {statuses.count('equal')} equal, {statuses.count('near')} set aside of {len(statuses)}"
+    )
     assert "differs" not in statuses
     assert statuses.count("near") <= 6, statuses.count("near")
 
 
 # ---- designed exact ties (values exactly representable, so both engines see the tie) ----
+
 
 @pytest.mark.parametrize("name", sorted(designed_ties()))
 def test_designed_exact_ties_follow_the_spec(name):
@@ -74,6 +88,5 @@ def test_draft_top_k_boundary_keeps_the_lower_ids():
     model, cfgs, _, _ = designed_ties()["draft_top_k boundary ties"]
     for cfg in cfgs:
         T = torch.tensor([1.0, 1.0], dtype=torch.float64)
-        tree = build_tree(model.draft_logits, cfg, T,
-                          Uniforms.random(2, 3, 3, 2, torch.Generator().manual_seed(0)))
+        tree = build_tree(model.draft_logits, cfg, T, Uniforms.random(2, 3, 3, 2, torch.Generator().manual_seed(0)))
         assert set(tree.tokens[0, tree.depth[0] == 1].tolist()) == {0, 1, 2}

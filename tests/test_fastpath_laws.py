@@ -1,4 +1,5 @@
 """The fastpath's laws on logits against the reference's readings (docs/spec.md §0, §1, §7)."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rheo.fastpath import TargetFilters, inverse_cdf, ranked_topk, target_law  # noqa: E402
-from rheo.reference.numbers import apply_filters  # noqa: E402
-from rheo.reference.numbers import Temperature, rank_order, temper  # noqa: E402
+from rheo.reference.numbers import (  # noqa: E402
+    Temperature,
+    apply_filters,
+    rank_order,
+    temper,
+)
 
 
 def test_ranked_topk_breaks_ties_by_lower_id():
@@ -32,8 +37,9 @@ def test_ranked_topk_breaks_ties_by_lower_id():
 
 
 @pytest.mark.parametrize("T", [0.0, 0.5, 1.0, 1.7])
-@pytest.mark.parametrize("filters", [(None, None, None), (2, None, None), (None, 0.7, None), (None, None, 0.2),
-                                     (3, 0.9, 0.05)])
+@pytest.mark.parametrize(
+    "filters", [(None, None, None), (2, None, None), (None, 0.7, None), (None, None, 0.2), (3, 0.9, 0.05)]
+)
 def test_target_law_matches_reference(T, filters):
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(20, 7, generator=g, dtype=torch.float64) * 2

@@ -2,9 +2,10 @@
 simple readings: a stateful KV-cache model with tree attention, the serving-engine tree
 tensors, the naive verifier, the dense draft baseline, float32 against float64, bad input.
 """
+
 from __future__ import annotations
 
-import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -13,13 +14,22 @@ torch = pytest.importorskip("torch")
 
 from rheo.checks.differential import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
-    FastConfig, TargetFilters, Uniforms, build_tree, expand, inverse_cdf, ranked_topk, run_cycle, target_law, tempered,
+    FastConfig,
+    TargetFilters,
+    Uniforms,
+    build_tree,
+    expand,
+    inverse_cdf,
+    ranked_topk,
+    run_cycle,
+    target_law,
+    tempered,
     verify,
 )
 from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
-from rheo.testing import HashTableModel, TinyTreeLM  # noqa: E402
 from rheo.fastpath.verify_naive import verify_naive  # noqa: E402
 from rheo.reference import CaseError  # noqa: E402
+from rheo.testing import HashTableModel, TinyTreeLM  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 
@@ -60,7 +70,7 @@ def test_stateful_model_decisions_equal_reference(device):
     temps = [1.0, 0.7, 0.0]
     rng = np.random.default_rng(1)
     statuses = []
-    for cycle in range(6):
+    for _ in range(6):
         checks, tree, result = compare_batch(model, CFG, temps, rng, device)
         for check in checks:
             assert check.status != "differs", check.detail
@@ -85,8 +95,12 @@ def test_tree_tensors_are_consistent(device):
     invert parents, retrieve_indices are the root-to-leaf paths, sample laws sit on samples."""
     cfg = FastConfig(K=4, depth=4, budget=14, m=1, beam=3, draft_top_k=8)
     model = HashTableModel(50, 6, seed=1, device=device, zero_fraction=0.3)
-    tree, _ = run_cycle(model, cfg, torch.tensor([1.0, 0.5, 0.0, 2.0, 1.0, 0.3]),
-                        generator=torch.Generator(device=device).manual_seed(3))
+    tree, _ = run_cycle(
+        model,
+        cfg,
+        torch.tensor([1.0, 0.5, 0.0, 2.0, 1.0, 0.3]),
+        generator=torch.Generator(device=device).manual_seed(3),
+    )
     for i in range(6):
         n = int(tree.num_nodes[i])
         par = tree.parents[i].tolist()
@@ -116,7 +130,7 @@ def test_tree_tensors_are_consistent(device):
                 j = par[j]
             want = [0] + path[::-1]
             assert rows[r] == want + [-1] * (cfg.depth + 1 - len(want))
-        assert all(x == -1 for row in rows[len(leaves):] for x in row)
+        assert all(x == -1 for row in rows[len(leaves) :] for x in row)
 
 
 @pytest.mark.parametrize("T", [0.0, 0.6, 1.0])
@@ -141,8 +155,7 @@ def test_dense_baseline_builds_the_same_tree_at_temperature_zero():
         cfg = FastConfig(K=4, depth=3, budget=9, m=m, beam=2, draft_top_k=None, proxy=proxy)
         a = build_tree(model.draft_logits, cfg, T, u)
         for method in ("gumbel", "multinomial"):
-            b = build_tree(model.draft_logits, cfg, T, u,
-                           expand_fn=lambda *x, **k: expand_dense(*x, method=method, **k))
+            b = build_tree(model.draft_logits, cfg, T, u, expand_fn=functools.partial(expand_dense, method=method))
             assert [a.request(i) for i in range(4)] == [b.request(i) for i in range(4)], (m, proxy, method)
 
 
@@ -150,19 +163,30 @@ def test_float32_path_stays_close_to_float64():
     """Reported in the issue note: float32 against float64 on random instances (V = 2000,
     1024 requests, same uniforms)."""
     from rheo.testing.precision import float32_deviation
+
     dev = float32_deviation()
     print(dev)
     assert dev["tree_agreement"] >= 0.98 and dev["output_agreement"] >= 0.98
     assert dev["max_abs_score_deviation"] < 1e-5 and dev["max_abs_residual_prob_deviation"] < 1e-4
 
 
-@pytest.mark.parametrize("field,kwargs", [
-    ("m", dict(m=3, K=3)), ("K", dict(K=0)), ("beam", dict(beam=5, K=3, m=1)), ("budget", dict(budget=0)),
-    ("proxy.constant", dict(proxy=1.5)), ("proxy", dict(proxy="paper")), ("verify", dict(verify="eagle")),
-    ("draft_law", dict(draft_law="x")),
-    ("draft_top_k", dict(draft_top_k=0)), ("target_top_p", dict(filters=TargetFilters(top_p=0.0))),
-    ("tie_break", dict(tie_break="id")), ("policy", dict(policy="greedy")),
-])
+@pytest.mark.parametrize(
+    "field,kwargs",
+    [
+        ("m", dict(m=3, K=3)),
+        ("K", dict(K=0)),
+        ("beam", dict(beam=5, K=3, m=1)),
+        ("budget", dict(budget=0)),
+        ("proxy.constant", dict(proxy=1.5)),
+        ("proxy", dict(proxy="paper")),
+        ("verify", dict(verify="eagle")),
+        ("draft_law", dict(draft_law="x")),
+        ("draft_top_k", dict(draft_top_k=0)),
+        ("target_top_p", dict(filters=TargetFilters(top_p=0.0))),
+        ("tie_break", dict(tie_break="id")),
+        ("policy", dict(policy="greedy")),
+    ],
+)
 def test_bad_config_names_the_field(field, kwargs):
     with pytest.raises(CaseError) as err:
         FastConfig(**kwargs)
@@ -180,31 +204,41 @@ def test_entry_points_name_the_bad_argument():
     logits = model.target_logits(tree)
     wrong_k = Uniforms.random(2, 4, cfg.B, cfg.depth)
     calls = {
-        "build_tree: T must be a float tensor of shape [b] = [*], got shape [2, 1]":
-            lambda: build_tree(model.draft_logits, cfg, T.unsqueeze(1), u),
-        "build_tree: uniforms.u_det must be a float tensor of shape [b, D+1, K] = [2, 3, 3], got shape [2, 3, 4]":
-            lambda: build_tree(model.draft_logits, cfg, T, wrong_k),
-        "build_tree: draft(query) at layer 0 must be a float tensor of shape [b, n, V]":
-            lambda: build_tree(lambda query: torch.zeros(2, 20), cfg, T, u),
-        "verify: target_logits must be a float tensor of shape [b, R+1, V] = [2, 6, *], got shape [2, 5, 20]":
-            lambda: verify(tree, logits[:, :-1], T, cfg, u),
-        "verify: T must be a float tensor of shape [b] = [2], got shape [2] and dtype torch.int64":
-            lambda: verify(tree, logits, T.long(), cfg, u),
+        "build_tree: T must be a float tensor of shape [b] = [*], got shape [2, 1]": lambda: build_tree(
+            model.draft_logits, cfg, T.unsqueeze(1), u
+        ),
+        "build_tree: uniforms.u_det must be a float tensor of shape [b, D+1, K] = [2, 3, 3], got shape [2, 3, 4]": lambda: (  # noqa: E501
+            build_tree(model.draft_logits, cfg, T, wrong_k)
+        ),
+        "build_tree: draft(query) at layer 0 must be a float tensor of shape [b, n, V]": lambda: build_tree(
+            lambda query: torch.zeros(2, 20), cfg, T, u
+        ),
+        "verify: target_logits must be a float tensor of shape [b, R+1, V] = [2, 6, *], got shape [2, 5, 20]": lambda: (
+            verify(tree, logits[:, :-1], T, cfg, u)
+        ),
+        "verify: T must be a float tensor of shape [b] = [2], got shape [2] and dtype torch.int64": lambda: verify(
+            tree, logits, T.long(), cfg, u
+        ),
         "verify_naive: target_logits must be a float tensor": lambda: verify_naive(tree, logits.long(), T, cfg, u),
-        "expand: valid must be a bool tensor of shape [b, n] = [2, 1]":
-            lambda: expand(torch.zeros(2, 1, 5), torch.ones(2, 1), torch.zeros(2, 1), T, cfg),
-        "expand_dense: u must be a float tensor of shape [b, n] = [2, 1]":
-            lambda: expand_dense(torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 2), T, cfg),
+        "expand: valid must be a bool tensor of shape [b, n] = [2, 1]": lambda: expand(
+            torch.zeros(2, 1, 5), torch.ones(2, 1), torch.zeros(2, 1), T, cfg
+        ),
+        "expand_dense: u must be a float tensor of shape [b, n] = [2, 1]": lambda: expand_dense(
+            torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 2), T, cfg
+        ),
         "target_law: T must be a float tensor of shape [b] = [3]": lambda: target_law(torch.zeros(3, 5), T),
-        "tempered: logits must be a float tensor of shape [b, ..., V]":
-            lambda: tempered(torch.zeros(3, 5, dtype=torch.int64), torch.ones(3)),
+        "tempered: logits must be a float tensor of shape [b, ..., V]": lambda: tempered(
+            torch.zeros(3, 5, dtype=torch.int64), torch.ones(3)
+        ),
         "ranked_topk: k must be an integer >= 1, got 0": lambda: ranked_topk(torch.zeros(5), 0),
         "inverse_cdf: u must be a float tensor": lambda: inverse_cdf(torch.ones(2, 3), torch.ones(3)),
-        "Uniforms: u_sample must be a float tensor of shape [b, D+1] = [2, *], got shape [3, 2]":
-            lambda: Uniforms(torch.rand(2, 3), torch.rand(3, 2), torch.rand(2, 2, 3), torch.rand(2, 2)),
+        "Uniforms: u_sample must be a float tensor of shape [b, D+1] = [2, *], got shape [3, 2]": lambda: Uniforms(
+            torch.rand(2, 3), torch.rand(3, 2), torch.rand(2, 2, 3), torch.rand(2, 2)
+        ),
         "Uniforms.random: K must be an integer >= 1, got 0": lambda: Uniforms.random(2, 0, 1, 1),
-        "run_cycle: temperature must be a float tensor of shape [b] (b = model.batch) or a float = [2], got shape [3]":
-            lambda: run_cycle(model, cfg, torch.ones(3)),
+        "run_cycle: temperature must be a float tensor of shape [b] (b = model.batch) or a float = [2], got shape [3]": lambda: (  # noqa: E501
+            run_cycle(model, cfg, torch.ones(3))
+        ),
     }
     for message, call in calls.items():
         with pytest.raises(ValueError) as err:
@@ -216,9 +250,10 @@ def test_entry_points_refuse_exact_arithmetic():
     """The fastpath computes in float64: exact-arithmetic Params are refused, naming the field."""
     cfg = FastConfig(K=3, depth=2, budget=5, m=1).in_arithmetic("exact")
     model = HashTableModel(20, 2, seed=0)
-    for call in (lambda: run_cycle(model, cfg, 1.0),
-                 lambda: expand(torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 1),
-                                torch.ones(2), cfg)):
+    for call in (
+        lambda: run_cycle(model, cfg, 1.0),
+        lambda: expand(torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 1), torch.ones(2), cfg),
+    ):
         with pytest.raises(CaseError) as err:
             call()
         assert err.value.field == "arithmetic" and "in_arithmetic" in str(err.value)

@@ -4,6 +4,7 @@ expected count is below 5, a family false-positive rate of 1e-6 split over the f
 cases, the detectable TV stated and checked), and a calibration: quiet on the correct
 fastpath, firing on planted bugs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,16 +12,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.fastpath import FastConfig  # noqa: E402
-from rheo.checks.sampling import (  # noqa: E402
-    cycle_law_test, exact_cycle_law, quiet_cases, random_instance, sample_cycles,
-)
-from rheo.testing.planted import PLANTED_BASE, PLANTED_BUGS, planted, reuse_sample_uniform  # noqa: E402
 from rheo.checks.goodness_of_fit import detectable_tv, gof  # noqa: E402
+from rheo.checks.sampling import (  # noqa: E402
+    cycle_law_test,
+    exact_cycle_law,
+    quiet_cases,
+    random_instance,
+    sample_cycles,
+)
+from rheo.fastpath import FastConfig  # noqa: E402
+from rheo.testing.planted import PLANTED_BASE, PLANTED_BUGS, planted, reuse_sample_uniform  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 from .stat_family import CASE_ALPHA, CI_CYCLES, CORRECTED, LARGE_CYCLES, LARGE_SECOND  # noqa: E402
-
 
 QUIET = quiet_cases()
 
@@ -68,6 +72,7 @@ def test_calibration_quiet_on_correct_fastpath_same_instance():
 
 # ---- the statistics themselves (meta-tests) ----
 
+
 def test_gof_false_positive_rate_is_calibrated():
     """At alpha = 0.01, exact multinomial samples of a law reject about 1% of the time
     (2000 runs: the count lies in a 1e-6 binomial interval around 20)."""
@@ -79,6 +84,7 @@ def test_gof_false_positive_rate_is_calibrated():
         c = rng.multinomial(3000, p)
         rejects += gof({i: int(x) for i, x in enumerate(c)}, law, 0.01).reject
     from scipy import stats
+
     lo, hi = stats.binom.ppf([5e-7, 1 - 5e-7], 2000, 0.01)
     assert lo <= rejects <= hi, rejects
 
@@ -99,8 +105,7 @@ def test_gof_detects_the_stated_tv():
     q[S] *= 1 + delta / p[S].sum()
     q[~np.isin(np.arange(len(p)), S)] *= 1 - delta / (1 - p[S].sum())
     assert abs(0.5 * np.abs(q - p).sum() - delta) < 1e-9
-    rejects = sum(gof({i: int(x) for i, x in enumerate(rng.multinomial(n, q))}, law, alpha).reject
-                  for _ in range(300))
+    rejects = sum(gof({i: int(x) for i, x in enumerate(rng.multinomial(n, q))}, law, alpha).reject for _ in range(300))
     assert rejects >= 285, (delta, rejects)
 
 
@@ -118,6 +123,7 @@ CASES = __import__("pathlib").Path(__file__).resolve().parents[1] / "cases"
 
 def _case(name, **override):
     from rheo.casefile import load_case, read_case
+
     case = read_case(CASES / f"{name}.json")
     case.pop("expected", None)
     case.update(override)
@@ -126,6 +132,7 @@ def _case(name, **override):
 
 def _continued_test(inst, **kw):
     from rheo.checks.sampling import continued_law
+
     L = inst.config.depth + 1
     counts = sample_cycles(inst, CI_CYCLES, seed=3, continue_to=L, **kw)
     return gof(counts, continued_law(inst, L), CASE_ALPHA)
@@ -139,12 +146,15 @@ def test_fastpath_continued_law_is_p_T(name, fix):
     assert not result.reject, result.describe()
 
 
-@pytest.mark.parametrize("name", ["control-constant_proxy", "control-sample_last", "control-draft_law_untempered",
-                                  "paper-abc-constant-proxy"])
+@pytest.mark.parametrize(
+    "name",
+    ["control-constant_proxy", "control-sample_last", "control-draft_law_untempered", "paper-abc-constant-proxy"],
+)
 def test_calibration_continued_law_fires_on_lossy_control(name):
     """The corpus's lossy controls (max deviation 1/36 to 1/8 on one sequence, so TV at
     least that) run through the fastpath: the continued law is not p_T, and the test says so."""
     from rheo.reference import certify
+
     inst = _case(name)
     result = _continued_test(inst)
     dev = float(certify(inst, count_draws=False).deviation.value)
@@ -167,10 +177,12 @@ LARGE_CFG = FastConfig(K=4, depth=6, budget=16, m=1, beam=1, draft_top_k=128)
 
 
 def _large_vocab(cycles, seed):
-    from rheo.testing import HashTableModel
     from rheo.checks.sampling import sample_first_two, table_law
-    model = HashTableModel(32000, 500, seed=3, rows=64, scale=8.0, draft_noise=1.0, shared_context=True,
-                           lazy_target=True)
+    from rheo.testing import HashTableModel
+
+    model = HashTableModel(
+        32000, 500, seed=3, rows=64, scale=8.0, draft_noise=1.0, shared_context=True, lazy_target=True
+    )
     first, pairs = sample_first_two(model, LARGE_CFG, 1.0, cycles, seed=seed, batch=500)
     out = [("first token", gof(first, table_law(model, (), LARGE_CFG, 1.0), CASE_ALPHA))]
     for x, _ in first.most_common(LARGE_SECOND):

@@ -2,6 +2,7 @@
 example bug is caught with a shrunk, replayable counterexample, and the protocol's edges
 (one entry point only, malformed output, crashes, unsupported configurations, an
 implementation with its own randomness) are handled."""
+
 import json
 import subprocess
 import sys
@@ -11,7 +12,12 @@ import numpy as np
 import pytest
 
 from rheo.checks.harness import (
-    Implementation, check_cycle_law, check_decisions, compare_decisions, float_instance, load_implementation,
+    Implementation,
+    check_cycle_law,
+    check_decisions,
+    compare_decisions,
+    float_instance,
+    load_implementation,
 )
 from rheo.reference import Uniforms
 from rheo.reference.generate import hashed_case
@@ -23,8 +29,9 @@ from examples.loop_impl import LoopImplementation  # noqa: E402
 
 
 def rheo(*args):
-    return subprocess.run([sys.executable, "-m", "rheo.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "rheo.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 def test_correct_loop_implementation_passes(rheo_checker):
@@ -35,7 +42,9 @@ def test_correct_loop_implementation_passes(rheo_checker):
     assert all(case["detectable_tv"] < 0.04 for case in law.data.values()), law.detail
 
 
-@pytest.mark.parametrize("bug,needle", [("TokenTieBreak", "tree:"), ("ReusedUniform", "verify on the reference's tree")])
+@pytest.mark.parametrize(
+    "bug,needle", [("TokenTieBreak", "tree:"), ("ReusedUniform", "verify on the reference's tree")]
+)
 def test_each_example_bug_is_caught_by_the_gate(bug, needle, tmp_path):
     out = tmp_path / "out"
     r = rheo("gate", "--impl", f"examples.buggy_impl:{bug}", "--json", "--out", str(out))
@@ -73,8 +82,16 @@ def test_fragile_ties_are_set_aside_not_blamed():
     from rheo.checks.harness import fragile_tree
     from rheo.reference import UniformChooser
     from rheo.reference.tree import build_tree
-    case = {"vocab_size": 3, "target": {"*": ["1/3", "1/3", "1/3"]}, "draft": {"*": ["1/2", "1/4", "1/4"]},
-            "policy": "topk", "K": 2, "depth": 2, "beam": 2}
+
+    case = {
+        "vocab_size": 3,
+        "target": {"*": ["1/3", "1/3", "1/3"]},
+        "draft": {"*": ["1/2", "1/4", "1/4"]},
+        "policy": "topk",
+        "K": 2,
+        "depth": 2,
+        "beam": 2,
+    }
     u = Uniforms.random(np.random.default_rng(0), 2, 2, 2)
     for budget, fragile in ((2, True), (4, False)):  # cut between [1] and [0, 0]; between [0, 1] and [1, 0]
         inst = float_instance({**case, "budget": budget})
@@ -110,16 +127,20 @@ def _case_and_uniforms():
     return inst, Uniforms.random(np.random.default_rng(1), 3, 2, 2)
 
 
-@pytest.mark.parametrize("broken,needle", [
-    (lambda t: {**t, "kinds": t["kinds"] + 5}, "kind"),
-    (lambda t: {k: v for k, v in t.items() if k != "slots"}, "missing 'slots'"),
-    (lambda t: {**t, "sample_probs": t["sample_probs"][:, :2]}, "sample_probs has shape"),
-    (lambda t: {**t, "parents": (np.arange(len(t["parents"])) + 1) % len(t["parents"])}, "cycle"),
-])
+@pytest.mark.parametrize(
+    "broken,needle",
+    [
+        (lambda t: {**t, "kinds": t["kinds"] + 5}, "kind"),
+        (lambda t: {k: v for k, v in t.items() if k != "slots"}, "missing 'slots'"),
+        (lambda t: {**t, "sample_probs": t["sample_probs"][:, :2]}, "sample_probs has shape"),
+        (lambda t: {**t, "parents": (np.arange(len(t["parents"])) + 1) % len(t["parents"])}, "cycle"),
+    ],
+)
 def test_malformed_trees_are_reported_not_crashed(broken, needle):
     class Broken(LoopImplementation):
         def build_tree(self, *a):
             return broken(super().build_tree(*a))
+
     inst, u = _case_and_uniforms()
     got = compare_decisions(Implementation(Broken(), "b"), inst, u)
     assert got.check.status == "differs" and needle in got.check.detail, got.check.detail
@@ -129,6 +150,7 @@ def test_a_crash_is_a_finding():
     class Crash(LoopImplementation):
         def verify(self, *a):
             raise IndexError("out of range")
+
     inst, u = _case_and_uniforms()
     got = compare_decisions(Implementation(Crash(), "c"), inst, u)
     assert got.check.status == "differs" and "IndexError: out of range" in got.check.detail
@@ -138,12 +160,14 @@ def test_unsupported_configurations_are_skipped_and_counted():
     class NoFilters(LoopImplementation):
         def supports(self, config):
             return config["target_top_p"] is None and config["target_top_k"] is None and config["target_min_p"] is None
+
     r = check_decisions(Implementation(NoFilters(), "nf"), 100)
     assert r.passed and r.data["unsupported"] > 0
 
     class Nothing(LoopImplementation):
         def supports(self, config):
             return False
+
     r = check_decisions(Implementation(Nothing(), "n"), 30)
     assert not r.passed and "nothing is proven" in r.detail
 
@@ -151,6 +175,7 @@ def test_unsupported_configurations_are_skipped_and_counted():
 def test_own_randomness_runs_only_the_statistical_check():
     class OwnRng(LoopImplementation):
         follows_uniforms = False
+
     r = check_decisions(Implementation(OwnRng(), "o"), 10)
     assert r.passed and r.data["skipped"]
 
@@ -179,8 +204,9 @@ class NoTargetFilters(LoopImplementation):
     """Verifier bug: the sampling filters (top-k, top-p, min-p) are not applied to the target law."""
 
     def target_law(self, logits, config, temperature):
-        return super().target_law(logits, {**config, "target_top_k": None, "target_top_p": None,
-                                           "target_min_p": None}, temperature)
+        return super().target_law(
+            logits, {**config, "target_top_k": None, "target_top_p": None, "target_min_p": None}, temperature
+        )
 
 
 @pytest.mark.parametrize("bug", [NoTruncation, UntemperedResidual, NoTargetFilters], ids=lambda c: c.__name__)
@@ -194,6 +220,7 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
     """The README walkthrough: both buggy examples into one folder, then replay the first."""
     from rheo.checks.gate import Profile, impl_checks, run_checks
     from rheo.checks.harness import replay
+
     profile = Profile("t", "quick", 0, False, 0, 0, 300, 2000)
     files = {}
     for bug in ("TokenTieBreak", "ReusedUniform"):
@@ -203,5 +230,7 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
         files[bug] = dec.counterexample
     assert files["TokenTieBreak"].endswith("examples-buggy-impl-tokentiebreak-decision-equality.json")
     assert len(set(files.values())) == 2
-    assert replay(load_implementation("examples.buggy_impl:TokenTieBreak"), files["TokenTieBreak"]).check.status \
+    assert (
+        replay(load_implementation("examples.buggy_impl:TokenTieBreak"), files["TokenTieBreak"]).check.status
         == "differs"
+    )

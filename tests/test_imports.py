@@ -9,6 +9,7 @@
   module that needs torch or transformers (it imports them at module level, itself or
   through its own imports), so that the package works without the extras.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,11 +30,25 @@ ALLOWED = {
     "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference"},
     "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference"},
     "rheo.checks.outcome": set(),
-    "rheo.checks": {"rheo.checks", "rheo.casefile", "rheo.reference", "rheo.fastpath", "rheo.testing",
-                    "rheo.integrations"},
+    "rheo.checks": {
+        "rheo.checks",
+        "rheo.casefile",
+        "rheo.reference",
+        "rheo.fastpath",
+        "rheo.testing",
+        "rheo.integrations",
+    },
     "rheo.bench": {"rheo.bench", "rheo.reference", "rheo.fastpath", "rheo.testing", "rheo.integrations"},
-    "rheo.cli": {"rheo.cli", "rheo", "rheo.casefile", "rheo.reference", "rheo.fastpath", "rheo.checks",
-                 "rheo.bench", "rheo.integrations"},
+    "rheo.cli": {
+        "rheo.cli",
+        "rheo",
+        "rheo.casefile",
+        "rheo.reference",
+        "rheo.fastpath",
+        "rheo.checks",
+        "rheo.bench",
+        "rheo.integrations",
+    },
     "rheo.cases": set(),
     "rheo": set(),  # rheo/__init__.py: the version and a map, nothing more
 }
@@ -138,7 +153,7 @@ def test_no_import_cycle():
         stack.append(n)
         for t in sorted(graph[n]):
             if state.get(t) == 1:
-                return stack[stack.index(t):] + [t]
+                return stack[stack.index(t) :] + [t]
             if t not in state and (cycle := dfs(t)):
                 return cycle
         stack.pop()
@@ -160,16 +175,21 @@ def test_arrows_run_one_way(name):
         if ours is None:
             continue
         if not any(ours == r or ours.startswith(r + ".") for r in ALLOWED[room] | {name}):
-            bad.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {ours} ({room} may import "
-                       f"{sorted(ALLOWED[room]) or 'nothing of ours'})")
+            bad.append(
+                f"{MODULES[name].relative_to(ROOT)}:{line} imports {ours} ({room} may import "
+                f"{sorted(ALLOWED[room]) or 'nothing of ours'})"
+            )
     assert not bad, "\n".join(bad)
 
 
 def test_project_imports_sit_at_module_level():
     needs = _needs_optional()
-    bad = [f"{MODULES[n].relative_to(ROOT)}:{line} imports {_ours(t)} inside a function"
-           for n, imps in IMPORTS.items() for t, top, line in imps
-           if not top and _ours(t) is not None and _ours(t) not in needs]
+    bad = [
+        f"{MODULES[n].relative_to(ROOT)}:{line} imports {_ours(t)} inside a function"
+        for n, imps in IMPORTS.items()
+        for t, top, line in imps
+        if not top and _ours(t) is not None and _ours(t) not in needs
+    ]
     assert not bad, "move these imports to the top of their module:\n" + "\n".join(bad)
 
 

@@ -1,4 +1,5 @@
 """docs/spec.md §2: the candidate pool of one expanded node."""
+
 from fractions import Fraction as F
 
 import pytest
@@ -70,13 +71,22 @@ def test_self_and_constant_proxies():
 def test_missing_prefix_is_named():
     i = make_instance(2, {"": ["1/2", "1/2"]}, {"": ["1/3", "2/3"]}, policy="rheo", K=2, m=0, depth=2, budget=2)
     from rheo.reference import certify
+
     with pytest.raises(CaseError, match=r'draft\["1"\]'):
         certify(i)
 
 
-@pytest.mark.parametrize("kw,field", [({"m": 3}, "m"), ({"budget": 0}, "budget"), ({"K": 0}, "K"),
-                                      ({"proxy": {"constant": "3/2"}}, "proxy.constant"),
-                                      ({"tie_break": "id"}, "tie_break"), ({"verify": "x"}, "verify")])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        ({"m": 3}, "m"),
+        ({"budget": 0}, "budget"),
+        ({"K": 0}, "K"),
+        ({"proxy": {"constant": "3/2"}}, "proxy.constant"),
+        ({"tie_break": "id"}, "tie_break"),
+        ({"verify": "x"}, "verify"),
+    ],
+)
 def test_bad_configuration_names_the_field(kw, field):
     with pytest.raises(CaseError) as err:
         inst(["1/2", "1/2"], **kw)

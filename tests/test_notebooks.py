@@ -1,6 +1,7 @@
 """The notebooks: each reviewed ``py:percent`` source and its ``.ipynb`` hold the same cells,
 and the committed ``.ipynb`` is executed (outputs present, no errors). CI also executes every
 ``.ipynb`` afresh (``--nbmake`` in the pytest options), so a notebook cannot rot."""
+
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,9 @@ def test_pair_holds_the_same_cells_and_is_executed(source):
     paired = source.with_suffix(".ipynb")
     assert paired.exists(), f"run: python notebooks/execute.py {source.name}"
     py, nb = jupytext.read(source), nbformat.read(paired, as_version=4)
-    assert [(c.cell_type, c.source.strip()) for c in py.cells] == [(c.cell_type, c.source.strip()) for c in nb.cells], \
+    assert [(c.cell_type, c.source.strip()) for c in py.cells] == [(c.cell_type, c.source.strip()) for c in nb.cells], (
         f"{paired.name} is out of date with {source.name}: run python notebooks/execute.py {source.name}"
+    )
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code), "not executed"
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)

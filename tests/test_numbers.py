@@ -1,12 +1,22 @@
 """docs/spec.md §0-§1: parsing, temperature, truncation and the target filters."""
+
 from decimal import Decimal
 from fractions import Fraction as F
 
 import pytest
 
+from rheo.reference.numbers import (
+    CaseError,
+    Temperature,
+    apply_filters,
+    keep_min_p,
+    keep_top_k,
+    keep_top_p,
+    parse_exact,
+    rank_order,
+    temper,
+)
 from rheo.reference.params import TargetFilters
-from rheo.reference.numbers import (CaseError, Temperature, apply_filters, keep_min_p, keep_top_k, keep_top_p,
-                                    parse_exact, rank_order, temper)
 
 
 def test_json_numbers_read_as_the_decimal_they_print():
@@ -19,8 +29,8 @@ def test_json_numbers_read_as_the_decimal_they_print():
 @pytest.mark.parametrize("bad", ["abc", "1/0", True, None, [1]])
 def test_bad_probabilities_name_the_field(bad):
     with pytest.raises(CaseError) as err:
-        parse_exact(bad, "draft[\"\"][1]")
-    assert err.value.field == "draft[\"\"][1]"
+        parse_exact(bad, 'draft[""][1]')
+    assert err.value.field == 'draft[""][1]'
 
 
 def test_temperature_exact_forms():

@@ -8,6 +8,7 @@ path. The statistical losslessness checks are ``deep`` (and in ``rheo gate --pro
 Everything skips, with the install command, when the hf extra or the model package is
 missing.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,9 @@ try:
 except hf.MissingModel as e:  # pragma: no cover - depends on the environment
     pytest.skip(str(e), allow_module_level=True)
 
+from rheo.checks.real_model import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
 from rheo.fastpath import FastConfig, run_cycle  # noqa: E402
 from rheo.integrations.eagle import load_head  # noqa: E402
-from rheo.checks.real_model import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
 from rheo.integrations.spec_lm import SpecLM, autoregressive_generate, speculative_generate  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome."
@@ -83,13 +84,13 @@ def test_tree_forward_equals_plain_forwards_across_cycles(lm):
     assert max(lengths) >= 3, f"no cycle accepted 2+ draft tokens ({lengths}): the rollback is not exercised"
     for c in rec.log:
         table = PathTableLM(target, head, prompt, 1)
-        committed = tuple(c["committed"][len(prompt):])
+        committed = tuple(c["committed"][len(prompt) :])
         tree, got = c["tree"], c["target"][0]
         n = int(tree.num_nodes[0])
         paths = [committed + tuple(t for t in tree.prefixes[0, j].tolist() if t >= 0) for j in range(n + 1)]
         table._target_paths(paths)
         want = torch.stack([table._target[p] for p in paths])
-        assert torch.allclose(got[:n + 1], want, atol=2e-3, rtol=0), (got[:n + 1] - want).abs().max()
+        assert torch.allclose(got[: n + 1], want, atol=2e-3, rtol=0), (got[: n + 1] - want).abs().max()
 
 
 def test_head_over_the_tree_equals_head_along_each_path(lm):
@@ -99,7 +100,7 @@ def test_head_over_the_tree_equals_head_along_each_path(lm):
     rec, lengths = _run(lm, 4, T=0.5, seed=1)
     for c in rec.log:
         table = PathTableLM(target, head, prompt, 1)
-        table.committed = [tuple(c["committed"][len(prompt):])]
+        table.committed = [tuple(c["committed"][len(prompt) :])]
         compared = 0
         for query, out in c["draft"]:
             want = table.draft_logits(query)
@@ -107,8 +108,10 @@ def test_head_over_the_tree_equals_head_along_each_path(lm):
             # both go through the bf16 lm_head copy: its outputs carry 8 significant bits, so
             # features equal to 1e-5 can land one bf16 step apart (0.0625 at |logit| 8-16);
             # a wrong mask or position moves logits by whole units
-            assert torch.allclose(out[0][valid], want[0][valid], atol=2e-2, rtol=2 ** -6), \
-                (query.layer, (out[0][valid] - want[0][valid]).abs().max())
+            assert torch.allclose(out[0][valid], want[0][valid], atol=2e-2, rtol=2**-6), (
+                query.layer,
+                (out[0][valid] - want[0][valid]).abs().max(),
+            )
             compared += int(valid.sum())
         assert compared >= BIG.depth
 
@@ -124,7 +127,7 @@ def test_greedy_speculative_equals_greedy_sampling(lm, policy, m):
     assert spec.tau > 1.5, spec.lengths  # the head does its job at T = 0
     seq = prompt + plain.tokens
     with torch.no_grad():
-        logits = target(input_ids=torch.tensor([seq])).logits[0, len(prompt) - 1:-1]
+        logits = target(input_ids=torch.tensor([seq])).logits[0, len(prompt) - 1 : -1]
     top2 = logits.topk(2, -1).values
     margin = (top2[:, 0] - top2[:, 1]).tolist()
     upto = next((i for i, g in enumerate(margin) if g < 1e-3), len(margin))
@@ -143,7 +146,7 @@ def test_stops_at_eos_inside_an_accepted_path(lm):
         seen = full.tokens[:start]
         for k in range(n - 1):  # not the cycle's last token
             t = full.tokens[start + k] if start + k < len(full.tokens) else None
-            if t is not None and t not in seen and t not in full.tokens[start:start + k]:
+            if t is not None and t not in seen and t not in full.tokens[start : start + k]:
                 pick = (start + k, t)
                 break
         if pick:
@@ -152,20 +155,25 @@ def test_stops_at_eos_inside_an_accepted_path(lm):
     assert pick, f"no multi-token cycle in {full.lengths}"
     at, eos = pick
     cut = speculative_generate(target, head, prompt, cfg, 0.0, 48, eos={eos})
-    assert cut.stopped == "eos" and cut.tokens == full.tokens[:at + 1]
+    assert cut.stopped == "eos" and cut.tokens == full.tokens[: at + 1]
 
 
 def test_generate_cli_json_and_bad_input():
-    out = subprocess.run([sys.executable, "-m", "rheo.cli", "generate", "--max-new-tokens", "6", "--json"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "rheo.cli", "generate", "--max-new-tokens", "6", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert obj["new_tokens"] == len(obj["tokens"]) <= 6 and obj["cycles"] >= 1 and obj["tau"] >= 1
     per = obj["seconds_per_cycle"]  # the split the README's per-cycle costs come from
     assert set(per) == {"target", "draft"} and min(per.values()) > 0
     assert sum(per.values()) * obj["cycles"] <= obj["seconds"] + 1e-3
-    bad = subprocess.run([sys.executable, "-m", "rheo.cli", "generate", "--m", "10"], capture_output=True,
-                         text=True, timeout=600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "rheo.cli", "generate", "--m", "10"], capture_output=True, text=True, timeout=600
+    )
     assert bad.returncode == 2 and "--m" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -189,25 +197,51 @@ def test_twelfth_token_against_plain_sampling(lm):
 
 def test_bench_tau_cli_smoke():
     """The benchmark's plumbing on one prompt (the figures come from the README's runs)."""
-    out = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--quick", "--prompts", "1",
-                          "--new-tokens", "4", "--json"], capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "rheo.cli", "bench", "tau", "--quick", "--prompts", "1", "--new-tokens", "4", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert {"tau_topk", "tau_rheo_m1", "ratio_m1_over_topk", "table", "temperature_sweep"} <= set(obj)
     assert obj["tau_topk"] >= 1 and obj["tau_rheo_m1"] >= 1
     assert [r["policy"] for r in obj["table"]] == ["topk", "rheo_m1"]
     assert obj["temperature_sweep"] == []
-    bad = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "200"], capture_output=True,
-                         text=True, timeout=600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "200"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert bad.returncode == 2 and "--prompts" in bad.stderr
 
 
 def test_bench_tau_full_plan_slice_with_the_sweep():
     """The full plan's shape on a one-prompt slice: five policies at T = 1 and the sweep
     T in {0, 0.5, 1} for Top-K, m=0, m=1, each non-Top-K row with its paired ratio."""
-    out = subprocess.run([sys.executable, "-m", "rheo.cli", "bench", "tau", "--prompts", "2", "--seeds", "1",
-                          "--sweep-prompts", "1", "--new-tokens", "3", "--json"], capture_output=True, text=True,
-                         timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rheo.cli",
+            "bench",
+            "tau",
+            "--prompts",
+            "2",
+            "--seeds",
+            "1",
+            "--sweep-prompts",
+            "1",
+            "--new-tokens",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert [r["policy"] for r in obj["table"]] == ["topk", "rheo_m0", "rheo_m1", "rheo_m2", "rheo_m3"]

@@ -1,5 +1,6 @@
 """docs/spec.md §7: the simulator consumes uniforms exactly as specified, and its decision
 structure has exactly the cycle law."""
+
 from fractions import Fraction as F
 
 import numpy as np
@@ -7,9 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rheo.casefile import load_case
-from rheo.reference import (Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance,
-                            simulate_cycle, walk)
 from rheo.checks.strategies import cases
+from rheo.reference import Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance, simulate_cycle, walk
 
 
 def abc(**kw):

@@ -4,6 +4,7 @@ All instances are generated (``rheo.reference.generate.hashed_instance``, seed 0
 tables that differ at every prefix, every weight in 1..20 (full support, so every
 expansion draws from all non-lead tokens).
 """
+
 from __future__ import annotations
 
 import os
@@ -42,12 +43,21 @@ def compare(progress, case: dict = COMPARE) -> dict:
     t0 = time.perf_counter()
     slow = certify(hashed_instance(n, 0, **cfg), "naive", Deadline(None, progress=progress, every=10.0))
     t_slow = time.perf_counter() - t0
-    same = (fast.cycle.law == slow.cycle.law and fast.deviation.value == slow.deviation.value
-            and fast.cycle.joint_draws == slow.cycle.joint_draws and fast.cycle.classes == slow.cycle.classes)
+    same = (
+        fast.cycle.law == slow.cycle.law
+        and fast.deviation.value == slow.deviation.value
+        and fast.cycle.joint_draws == slow.cycle.joint_draws
+        and fast.cycle.classes == slow.cycle.classes
+    )
     return {
-        "case": case, "naive_seconds": round(t_slow, 3), "classes_seconds": round(t_fast, 3),
-        "speedup": round(t_slow / t_fast, 1), "target_speedup": 20, "same_answer": same,
-        "joint_draws": slow.cycle.joint_draws, "classes": fast.cycle.classes,
+        "case": case,
+        "naive_seconds": round(t_slow, 3),
+        "classes_seconds": round(t_fast, 3),
+        "speedup": round(t_slow / t_fast, 1),
+        "target_speedup": 20,
+        "same_answer": same,
+        "joint_draws": slow.cycle.joint_draws,
+        "classes": fast.cycle.classes,
         "lossless": fast.lossless and slow.lossless,
     }
 
@@ -77,7 +87,12 @@ def largest_vocab(limit: float, progress) -> dict:
         if ok_n is not None and (nxt <= ok_n or (fail_n is not None and fail_n - ok_n <= 1)):
             break
         n = nxt
-    return {"config": {**cfg, "beam": 3}, "largest_n": ok_n, "seconds": None if ok_t is None else round(ok_t, 2), "first_over_limit": fail_n}
+    return {
+        "config": {**cfg, "beam": 3},
+        "largest_n": ok_n,
+        "seconds": None if ok_t is None else round(ok_t, 2),
+        "first_over_limit": fail_n,
+    }
 
 
 def largest_depth(limit: float, progress) -> dict:
@@ -93,17 +108,24 @@ def largest_depth(limit: float, progress) -> dict:
         progress(f"  certified in {t:.1f} s ({report.cycle.classes} classes, lossless={report.lossless})")
         best, best_t = depth, t
         depth += 1
-    return {"config": {"n": 4, "policy": "rheo", "K": 3, "m": 1, "budget": "2*depth", "beam": 3},
-            "largest_depth": best, "seconds": None if best_t is None else round(best_t, 2), "first_over_limit": depth}
+    return {
+        "config": {"n": 4, "policy": "rheo", "K": 3, "m": 1, "budget": "2*depth", "beam": 3},
+        "largest_depth": best,
+        "seconds": None if best_t is None else round(best_t, 2),
+        "first_over_limit": depth,
+    }
 
 
-def run_bench_exact(limit: float = 60.0, skip_search: bool = False, progress: Callable[[str], None] = print,
-                    case: dict = COMPARE) -> dict:
+def run_bench_exact(
+    limit: float = 60.0, skip_search: bool = False, progress: Callable[[str], None] = print, case: dict = COMPARE
+) -> dict:
     """The benchmark as a dict (the CLI renders it): the side-by-side comparison and, unless
     ``skip_search``, the largest vocabulary and depth certified within ``limit`` seconds."""
-    out: dict = {"benchmark": "exact", "limit_seconds": limit,
-                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "processor": platform.machine()}}
+    out: dict = {
+        "benchmark": "exact",
+        "limit_seconds": limit,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.machine()},
+    }
     out["comparison"] = compare(progress, case)
     if not skip_search:
         out["largest_vocab"] = largest_vocab(limit, progress)

@@ -14,6 +14,7 @@ and the time spent answering forwards is measured and subtracted. Per batch size
 Runs alternate between the variants being compared (A B A B ...) and report medians; a
 cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs).
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,8 +46,9 @@ class _Runner:
     variant sees the same roots and the same uniforms."""
 
     def __init__(self, V, b, device, seed=0, dtype=torch.float32):
-        self.model = HashTableModel(V, b, seed=seed, rows=8, scale=SCALE, draft_noise=DRAFT_NOISE, dtype=dtype,
-                                    device=device)
+        self.model = HashTableModel(
+            V, b, seed=seed, rows=8, scale=SCALE, draft_noise=DRAFT_NOISE, dtype=dtype, device=device
+        )
         self.context = self.model.context.clone()
         self.T = torch.ones(b, dtype=torch.float64, device=device)
         self.device = device
@@ -69,23 +71,44 @@ class _Runner:
         def run():
             tree = build_tree(self.model.draft_logits, cfg, self.T, u)
             return verify(tree, self.model.target_logits(tree), self.T, cfg, u)
+
         return self._timed(run)
 
     def build(self, cfg, u, expand_fn=None):
         return self._timed(lambda: build_tree(self.model.draft_logits, cfg, self.T, u, expand_fn=expand_fn))
 
 
-def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, depth: int = 8, budget: int = 60,
-                   m: int = 1, draft_top_k: int = 128, repeats: int = 5, naive_batch: int = 64, device: str = "cpu",
-                   progress: Callable[[str], None] | None = None) -> dict:
+def bench_fastpath(
+    *,
+    batches=(1, 16, 64),
+    vocab: int = 128256,
+    K: int = 10,
+    depth: int = 8,
+    budget: int = 60,
+    m: int = 1,
+    draft_top_k: int = 128,
+    repeats: int = 5,
+    naive_batch: int = 64,
+    device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """Time the fastpath, forwards excluded; returns the rows and ratios as a dict (the CLI
     renders it). ``progress`` hears one line per batch size."""
     say = progress or (lambda msg: None)
     cfg = FastConfig(K=K, depth=depth, budget=budget, m=m, draft_top_k=draft_top_k)
     topk_cfg = cfg.replace(policy="topk")
-    out: dict[str, Any] = {"device": str(device), "vocab": vocab, "K": K, "depth": depth, "budget": budget, "m": m,
-           "draft_top_k": draft_top_k, "repeats": repeats, "torch_threads": torch.get_num_threads(),
-           "forwards": "excluded (table model, time subtracted)"}
+    out: dict[str, Any] = {
+        "device": str(device),
+        "vocab": vocab,
+        "K": K,
+        "depth": depth,
+        "budget": budget,
+        "m": m,
+        "draft_top_k": draft_top_k,
+        "repeats": repeats,
+        "torch_threads": torch.get_num_threads(),
+        "forwards": "excluded (table model, time subtracted)",
+    }
     by_batch: dict[str, dict] = {}
     out["batches"] = by_batch
     for b in batches:
@@ -111,16 +134,21 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
             t_sparse.append(r.build(cfg, u)[0])
             t_dense.append(r.build(cfg, u, fn)[0])
         row = {
-            "rheo_cycle_s": statistics.median(t_rheo), "topk_cycle_s": statistics.median(t_topk),
-            "sparse_build_s": statistics.median(t_sparse), "dense_build_s": statistics.median(t_dense),
-            "dense_method": method, "cycle_runs": runs,
+            "rheo_cycle_s": statistics.median(t_rheo),
+            "topk_cycle_s": statistics.median(t_topk),
+            "sparse_build_s": statistics.median(t_sparse),
+            "dense_build_s": statistics.median(t_dense),
+            "dense_method": method,
+            "cycle_runs": runs,
         }
         row["rheo_over_topk"] = row["rheo_cycle_s"] / row["topk_cycle_s"]
         row["sparse_over_dense"] = row["sparse_build_s"] / row["dense_build_s"]
         by_batch[str(b)] = row
-        say(f"batch {b}: rheo {row['rheo_cycle_s'] * 1e3:.1f} ms, topk {row['topk_cycle_s'] * 1e3:.1f} ms "
-                  f"(x{row['rheo_over_topk']:.2f}); build sparse {row['sparse_build_s'] * 1e3:.1f} ms vs dense "
-                  f"{row['dense_build_s'] * 1e3:.1f} ms [{method}] (x{row['sparse_over_dense']:.3f})")
+        say(
+            f"batch {b}: rheo {row['rheo_cycle_s'] * 1e3:.1f} ms, topk {row['topk_cycle_s'] * 1e3:.1f} ms "
+            f"(x{row['rheo_over_topk']:.2f}); build sparse {row['sparse_build_s'] * 1e3:.1f} ms vs dense "
+            f"{row['dense_build_s'] * 1e3:.1f} ms [{method}] (x{row['sparse_over_dense']:.3f})"
+        )
     # the naive verifier, at one batch size, on one tree
     r = _Runner(vocab, naive_batch, device)
     u = r.uniforms(cfg, seed=99)
@@ -148,22 +176,36 @@ def bench_fastpath(*, batches=(1, 16, 64), vocab: int = 128256, K: int = 10, dep
     tree64 = build_tree(r64.model.draft_logits, cfg, r64.T, u64)
     logits64 = r64.model.target_logits(tree64)
     assert isinstance(logits64, torch.Tensor)
-    same = bool(torch.equal(verify(tree64, logits64, r64.T, cfg, u64).tokens.cpu(),
-                            verify_naive(tree64, logits64, r64.T, cfg, u64).tokens.cpu()))
+    same = bool(
+        torch.equal(
+            verify(tree64, logits64, r64.T, cfg, u64).tokens.cpu(),
+            verify_naive(tree64, logits64, r64.T, cfg, u64).tokens.cpu(),
+        )
+    )
     del logits64
-    verify_row = {"batch": naive_batch, "fast_s": statistics.median(t_fast), "naive_s": statistics.median(t_naive),
-                  "outputs_equal_float64": same, "mean_output_length": float(fast_res.lengths.float().mean())}
+    verify_row = {
+        "batch": naive_batch,
+        "fast_s": statistics.median(t_fast),
+        "naive_s": statistics.median(t_naive),
+        "outputs_equal_float64": same,
+        "mean_output_length": float(fast_res.lengths.float().mean()),
+    }
     verify_row["fast_over_naive_verify"] = verify_row["naive_s"] / verify_row["fast_s"]
     out["verify"] = verify_row
-    say(f"verify at batch {naive_batch}: batched {verify_row['fast_s'] * 1e3:.1f} ms, naive "
-              f"{verify_row['naive_s'] * 1e3:.1f} ms (x{verify_row['fast_over_naive_verify']:.1f}), "
-        f"outputs equal: {same}")
+    say(
+        f"verify at batch {naive_batch}: batched {verify_row['fast_s'] * 1e3:.1f} ms, naive "
+        f"{verify_row['naive_s'] * 1e3:.1f} ms (x{verify_row['fast_over_naive_verify']:.1f}), "
+        f"outputs equal: {same}"
+    )
     rows = list(by_batch.values())
     out["rheo_over_topk"] = max(x["rheo_over_topk"] for x in rows)
     out["sparse_over_dense"] = max(x["sparse_over_dense"] for x in rows)
     out["fast_over_naive_verify"] = verify_row["fast_over_naive_verify"]
     out["targets"] = {k: f"{op} {v}" for k, (op, v) in TARGETS.items()}
-    ratios = {"rheo_over_topk": out["rheo_over_topk"], "sparse_over_dense": out["sparse_over_dense"],
-              "fast_over_naive_verify": verify_row["fast_over_naive_verify"]}
+    ratios = {
+        "rheo_over_topk": out["rheo_over_topk"],
+        "sparse_over_dense": out["sparse_over_dense"],
+        "fast_over_naive_verify": verify_row["fast_over_naive_verify"],
+    }
     out["meets_targets"] = {k: (ratios[k] <= v if op == "<=" else ratios[k] >= v) for k, (op, v) in TARGETS.items()}
     return out

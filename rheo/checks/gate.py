@@ -10,6 +10,7 @@ bounded reproducible searches, 200,000-cycle samples) and ``deep`` (fresh random
 with 10x the examples, more exact configurations, 1,000,000-cycle samples; like the
 ``deep`` test profile).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,9 +22,9 @@ from importlib import resources
 from pathlib import Path
 
 from rheo.casefile import load_case, read_case, to_json_number
-from rheo.checks.corpus import CONTROLS, Control, corpus_entry, lossy, shrunk_search
-from rheo.checks.harness import Implementation, check_cycle_law, check_decisions
-from rheo.checks.outcome import FAMILY_ALPHA, Check, CheckResult, Outcome, Profile, Progress
+from rheo.checks.corpus import CONTROLS, corpus_entry, lossy, shrunk_search
+from rheo.checks.harness import check_cycle_law, check_decisions
+from rheo.checks.outcome import FAMILY_ALPHA, Check, CheckResult, Outcome, Profile
 from rheo.checks.strategies import max_nodes
 from rheo.integrations.hf import MissingModel, chat_ids, gguf_path, load_target, require_hf
 from rheo.reference import certify
@@ -47,10 +48,18 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     """Generated exact cases of one lossless family: every temperature 0 / 1/2 / 1, sparse
     on and off, beams 1 and K, budgets from 1 to the full tree (every budget at depth 2;
     a spread at depth 3 in quick), some with zero-probability tokens."""
-    shapes = {"smoke": [(4, 3, 2)], "quick": [(4, 3, 2), (4, 3, 3)],
-              "deep": [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)]}[level]
-    policy, m = {"rheo m=0": ("rheo", 0), "rheo m=1": ("rheo", 1), "rheo m=2": ("rheo", 2), "topk": ("topk", None),
-                 MATRIX_FAMILIES[-1]: ("rheo", "variants")}[family]
+    shapes = {
+        "smoke": [(4, 3, 2)],
+        "quick": [(4, 3, 2), (4, 3, 3)],
+        "deep": [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)],
+    }[level]
+    policy, m = {
+        "rheo m=0": ("rheo", 0),
+        "rheo m=1": ("rheo", 1),
+        "rheo m=2": ("rheo", 2),
+        "topk": ("topk", None),
+        MATRIX_FAMILIES[-1]: ("rheo", "variants"),
+    }[family]
     out, seed = [], 0
     for n, K, depth in shapes:
         for beam in sorted({1, 2, K}) if level == "deep" else (1, K):
@@ -66,15 +75,23 @@ def matrix_cases(family: str, level: str) -> list[dict]:
                 for T in ("0", "1/2", "1"):
                     for sparse in (None, K):
                         seed += 1
-                        cfg: dict[str, object] = {"policy": policy, "K": K, "budget": budget, "beam": beam, "temperature": T,
-                               "draft_top_k": sparse}
+                        cfg: dict[str, object] = {
+                            "policy": policy,
+                            "K": K,
+                            "budget": budget,
+                            "beam": beam,
+                            "temperature": T,
+                            "draft_top_k": sparse,
+                        }
                         if policy == "rheo":
                             cfg["m"] = m
                         if m == "variants":  # the last family alternates its two variants
-                            cfg.update({"m": 0, "epsilon": "1/10"} if seed % 2 else
-                                       {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"})
-                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0,
-                                               **cfg))  # type: ignore[arg-type]  # case-file keys
+                            cfg.update(
+                                {"m": 0, "epsilon": "1/10"}
+                                if seed % 2
+                                else {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"}
+                            )
+                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0, **cfg))  # type: ignore[arg-type]  # case-file keys
     return out
 
 
@@ -84,18 +101,26 @@ def exact_matrix_check(family: str) -> Check:
         for i, case in enumerate(cases):
             report = certify(load_case(case), count_draws=False)
             if not report.lossless:
-                return Outcome("fail", f"deviation {report.deviation.value} at sequence {list(report.deviation.sequence)} "
-                                       f"on instance {i + 1} of {len(cases)}",
-                               {"name": f"gate-matrix-{family}", "description": "a lossless family that is NOT lossless",
-                                **case}, {"instances": len(cases)})
+                return Outcome(
+                    "fail",
+                    f"deviation {report.deviation.value} at sequence {list(report.deviation.sequence)} "
+                    f"on instance {i + 1} of {len(cases)}",
+                    {"name": f"gate-matrix-{family}", "description": "a lossless family that is NOT lossless", **case},
+                    {"instances": len(cases)},
+                )
         shapes = sorted({(c["vocab_size"], c["K"], c["depth"]) for c in cases})
-        return Outcome("pass", f"{len(cases)} generated instances, deviation exactly 0 on every one "
-                               f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)",
-                       data={"instances": len(cases)})
+        return Outcome(
+            "pass",
+            f"{len(cases)} generated instances, deviation exactly 0 on every one "
+            f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)",
+            data={"instances": len(cases)},
+        )
+
     return Check(f"exact: {family}", "exact matrix", run)
 
 
 # ---- negative controls ----
+
 
 def corpus_dir() -> Path:
     """The saved counterexample corpus (``cases/``; packaged as ``rheo.cases``)."""
@@ -109,18 +134,29 @@ def control_check(control) -> Check:
         report = certify(load_case(saved))
         expected = saved["expected"]
         if report.lossless or to_json_number(report.deviation.value) != expected["max_abs_deviation"]:
-            return Outcome("fail", f"the saved counterexample {path.name} is no longer caught as recorded: deviation "
-                                   f"{report.deviation.value}, expected {expected['max_abs_deviation']}")
+            return Outcome(
+                "fail",
+                f"the saved counterexample {path.name} is no longer caught as recorded: deviation "
+                f"{report.deviation.value}, expected {expected['max_abs_deviation']}",
+            )
         case, seed = shrunk_search(control.strategy, lossy, profile.search_examples, _seed(profile))
         if case is None:
-            return Outcome("fail", f"NOT CAUGHT: a fresh search of {profile.search_examples} cases (seed {seed}) found "
-                                   "no counterexample, so this gate could not fire on this bug")
+            return Outcome(
+                "fail",
+                f"NOT CAUGHT: a fresh search of {profile.search_examples} cases (seed {seed}) found "
+                "no counterexample, so this gate could not fire on this bug",
+            )
         entry = corpus_entry(control, case)
         dev = entry["expected"]["max_abs_deviation"]
-        return Outcome("pass", f"caught: corpus {path.name} (deviation {expected['max_abs_deviation']}) and a fresh "
-                               f"search (seed {seed}, shrunk to V={entry['vocab_size']}, depth {entry['depth']}, "
-                               f"deviation {dev})", entry,
-                       {"seed": seed, "corpus_deviation": expected["max_abs_deviation"], "fresh_deviation": dev})
+        return Outcome(
+            "pass",
+            f"caught: corpus {path.name} (deviation {expected['max_abs_deviation']}) and a fresh "
+            f"search (seed {seed}, shrunk to V={entry['vocab_size']}, depth {entry['depth']}, "
+            f"deviation {dev})",
+            entry,
+            {"seed": seed, "corpus_deviation": expected["max_abs_deviation"], "fresh_deviation": dev},
+        )
+
     return Check(f"control: {control.name}", "negative control", run, file_stem=f"control-{control.name}")
 
 
@@ -129,13 +165,18 @@ def paper_example_check() -> Check:
         saved = read_case(corpus_dir() / "paper-abc-constant-proxy.json")
         r = certify(load_case(saved))
         first = [str(x) for x in r.cycle.first_token_law(3)]
-        ok = (not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"])
-        return Outcome("pass" if ok else "fail",
-                       f"first-token law {first} (docs/spec.md §6: 9/50, 7/10, 3/25), deviation {r.deviation.value} (docs/spec.md: 1/10)")
+        ok = not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"]
+        return Outcome(
+            "pass" if ok else "fail",
+            f"first-token law {first} (docs/spec.md §6: 9/50, 7/10, 3/25), deviation {r.deviation.value} "
+            "(docs/spec.md §6: 1/10)",
+        )
+
     return Check("control: paper {A,B,C}, constant proxy 1/4", "negative control", run)
 
 
 # ---- the fastpath ----
+
 
 def _seed(profile: Profile) -> int | None:
     """Searches are reproducible (seed 0) in quick and fresh (a new seed, reported) in deep."""
@@ -151,6 +192,7 @@ def _torch_missing() -> Outcome | None:
 def fast_decisions_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.differential import check_example, fast_examples  # needs torch
+
         seen = {"equal": 0, "near": 0, "differs": 0}
 
         def differs(example):
@@ -161,38 +203,61 @@ def fast_decisions_check() -> Check:
 
         found, seed = shrunk_search(fast_examples(), differs, profile.fast_examples, _seed(profile))
         if found is None:
-            return Outcome("pass", f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
-                                   f"{seen['near']} set aside near a threshold", data=dict(seen, seed=seed))
+            return Outcome(
+                "pass",
+                f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
+                f"{seen['near']} set aside near a threshold",
+                data=dict(seen, seed=seed),
+            )
         V, cfg = found["case"]
         detail = [c.detail for c in check_example(found) if c.status == "differs"][0]
-        return Outcome("fail", f"fastpath differs from the reference: {detail}",
-                       {"check": "fastpath decision equality", "difference": detail, "vocab_size": V,
-                        "config": cfg.to_case(), "example": {k: found[k] for k in ("seed", "noise", "zeros", "temps")},
-                        "replay": "from rheo.reference import Params; rheo.checks.differential.check_example("
-                                  "{'case': (FILE['vocab_size'], Params.from_case(FILE['config'])), **FILE['example']})"},
-                       seen)
+        return Outcome(
+            "fail",
+            f"fastpath differs from the reference: {detail}",
+            {
+                "check": "fastpath decision equality",
+                "difference": detail,
+                "vocab_size": V,
+                "config": cfg.to_case(),
+                "example": {k: found[k] for k in ("seed", "noise", "zeros", "temps")},
+                "replay": "from rheo.reference import Params; rheo.checks.differential.check_example("
+                "{'case': (FILE['vocab_size'], Params.from_case(FILE['config'])), **FILE['example']})",
+            },
+            seen,
+        )
+
     return Check("fastpath: decision equality", "fastpath", run, needs_torch=True)
 
 
 def fast_ties_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.differential import check_designed_ties, designed_ties  # needs torch
+
         total, bad = 0, []
         for name, scenario in designed_ties().items():
             n, wrong = check_designed_ties(scenario)
             total += n
             bad += [f"{name}: {w}" for w in wrong]
         if bad:
-            return Outcome("fail", f"{len(bad)} of {total} requests differ; first: {bad[0]}",
-                           {"check": "fastpath designed exact ties", "differences": bad[:20]})
-        return Outcome("pass", f"{total} requests on designed exact ties (score ties under both tie-breaks, "
-                               "draft_top_k boundary, depth and target ties): all equal", data={"requests": total})
+            return Outcome(
+                "fail",
+                f"{len(bad)} of {total} requests differ; first: {bad[0]}",
+                {"check": "fastpath designed exact ties", "differences": bad[:20]},
+            )
+        return Outcome(
+            "pass",
+            f"{total} requests on designed exact ties (score ties under both tie-breaks, "
+            "draft_top_k boundary, depth and target ties): all equal",
+            data={"requests": total},
+        )
+
     return Check("fastpath: designed exact ties", "fastpath", run, needs_torch=True)
 
 
 def fast_cycle_law_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.sampling import cycle_law_test, quiet_cases, random_instance, sample_cycles  # needs torch
+
         cases = quiet_cases()
         alpha = FAMILY_ALPHA / len(cases)
         lines, data, bad = [], {}, None
@@ -202,28 +267,41 @@ def fast_cycle_law_check() -> Check:
             lines.append(f"{name}: {res.describe()}")
             data[name] = {"reject": res.reject, "p_value": res.p_value, "detectable_tv": res.detectable_tv}
             if res.reject and bad is None:
-                bad = {"check": "fastpath cycle law", "case": name, "vocab_size": V, "config": repr(cfg),
-                       "temperature": T, "cycles": profile.fast_cycles, "result": res.describe()}
+                bad = {
+                    "check": "fastpath cycle law",
+                    "case": name,
+                    "vocab_size": V,
+                    "config": repr(cfg),
+                    "temperature": T,
+                    "cycles": profile.fast_cycles,
+                    "result": res.describe(),
+                }
         return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
+
     return Check("fastpath: cycle law", "fastpath", run, needs_torch=True)
 
 
 def fast_calibration_check() -> Check:
     """The statistical check must fire on planted bugs at the same sample size."""
+
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.sampling import cycle_law_test, quiet_cases, random_instance, sample_cycles  # needs torch
         from rheo.testing.planted import PLANTED_BASE, planted  # needs torch
+
         V, cfg, T = PLANTED_BASE
         inst = random_instance(V, cfg, T, seed=5)
         alpha = FAMILY_ALPHA / len(quiet_cases())  # the alpha the cycle-law check uses
         lines, missed = [], []
         for kind in ("sample_last", "uniform_reused"):
             bug_cfg, tamper = planted(kind)
-            res = cycle_law_test(inst, sample_cycles(inst, profile.fast_cycles, seed=2, cfg=bug_cfg, tamper=tamper), alpha)
+            res = cycle_law_test(
+                inst, sample_cycles(inst, profile.fast_cycles, seed=2, cfg=bug_cfg, tamper=tamper), alpha
+            )
             lines.append(f"{kind}: {'fired' if res.reject else 'NOT FIRED'} ({res.describe()})")
             if not res.reject:
                 missed.append(kind)
         return Outcome("fail" if missed else "pass", "; ".join(lines), data={"missed": missed})
+
     return Check("fastpath: statistical check fires on planted bugs", "fastpath", run, needs_torch=True)
 
 
@@ -234,6 +312,7 @@ def real_model_check() -> Check:
     first token and the second given the two most frequent first tokens, ``real_first``
     samples each; (b) the 12th token vs plain sampling, ``real_later`` samples per side.
     alpha 1e-6 in all, split over its 8 tests (``REAL_TESTS_PER_POLICY`` per policy)."""
+
     def run(profile: Profile, progress) -> Outcome:
         try:
             require_hf()
@@ -244,6 +323,7 @@ def real_model_check() -> Check:
 
         from rheo.checks.real_model import first_tokens_check, later_token_check  # needs torch
         from rheo.integrations.eagle import load_head  # needs torch
+
         target, tok = load_target(quiet=True)
         head = load_head(target.config)
         torch.set_grad_enabled(False)
@@ -252,20 +332,39 @@ def real_model_check() -> Check:
         lines, data, bad = [], {}, None
         for name, cfg in REAL_POLICIES.items():
             say = (lambda msg, n=name: progress(f"  {n}: {msg.strip()}")) if progress else None
-            a = first_tokens_check(target, head, prompt, cfg, profile.real_first, (1 + REAL_SECOND) * alpha,
-                                   second=REAL_SECOND, progress=say)
+            a = first_tokens_check(
+                target,
+                head,
+                prompt,
+                cfg,
+                profile.real_first,
+                (1 + REAL_SECOND) * alpha,
+                second=REAL_SECOND,
+                progress=say,
+            )
             b = later_token_check(target, head, prompt, cfg, profile.real_later, alpha, progress=say)
             data[name] = {"first_tokens": a, "token_12": b}
             for t in a["tests"]:
                 what = "first token" if t["given"] is None else f"second token | first = {t['given']}"
-                lines.append(f"{name} {what}: {'REJECT' if t['reject'] else 'ok'} p={t['p_value']:.3g}, "
-                             f"N={t['n']}, detects TV >= {t['detectable_tv']}")
-            lines.append(f"{name} 12th token vs plain sampling: {'REJECT' if b['reject'] else 'ok'} "
-                         f"p={b['p_value']:.3g}, N={b['samples']} each, detects TV >= {b['detectable_tv']}")
+                lines.append(
+                    f"{name} {what}: {'REJECT' if t['reject'] else 'ok'} p={t['p_value']:.3g}, "
+                    f"N={t['n']}, detects TV >= {t['detectable_tv']}"
+                )
+            lines.append(
+                f"{name} 12th token vs plain sampling: {'REJECT' if b['reject'] else 'ok'} "
+                f"p={b['p_value']:.3g}, N={b['samples']} each, detects TV >= {b['detectable_tv']}"
+            )
             if (not a["passed"] or not b["passed"]) and bad is None:
-                bad = {"check": "real model losslessness", "policy": name, "prompt": prompt, "config": repr(cfg),
-                       "first_tokens": a, "token_12": b}
+                bad = {
+                    "check": "real model losslessness",
+                    "policy": name,
+                    "prompt": prompt,
+                    "config": repr(cfg),
+                    "first_tokens": a,
+                    "token_12": b,
+                }
         return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
+
     return Check("real model: SmolLM2-135M lossless (Rheo m=1, Top-K)", "real model", run, needs_torch=True)
 
 
@@ -281,6 +380,7 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
 
 # ---- another implementation ----
 
+
 def impl_checks(impl) -> list[Check]:
     def decisions(profile: Profile, progress) -> Outcome:
         return check_decisions(impl, profile.impl_examples, _seed(profile))
@@ -289,12 +389,14 @@ def impl_checks(impl) -> list[Check]:
         return check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
 
     what, stem = impl.provides(), _slug(impl.name)
-    return [Check(f"impl: decision equality ({what})", "implementation", decisions,
-                  file_stem=f"{stem}-decision-equality"),
-            Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law")]
+    return [
+        Check(f"impl: decision equality ({what})", "implementation", decisions, file_stem=f"{stem}-decision-equality"),
+        Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law"),
+    ]
 
 
 # ---- running and reporting ----
+
 
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
@@ -317,8 +419,9 @@ def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=No
             target = out_dir / f"{check.file_stem or _slug(check.name)}.json"
             target.write_text(json.dumps(outcome.counterexample, indent=1) + "\n", encoding="utf-8")
             path = str(target)
-        results.append(CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path,
-                                   outcome.data))
+        results.append(
+            CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path, outcome.data)
+        )
         if progress:
             progress(f"      {outcome.verdict} ({seconds:.1f} s)")
     return results
@@ -345,19 +448,28 @@ def render(results: list[CheckResult], profile: str, header: str = "") -> str:
         if r.verdict != "pass":
             lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
     verdict = "PASSED" if s["fail"] == 0 else "FAILED"
-    lines.append(f"gate {verdict} ({profile}): {s['pass']} passed, {s['fail']} failed, {s['skip']} skipped "
-                 f"in {s['seconds']} s")
+    lines.append(
+        f"gate {verdict} ({profile}): {s['pass']} passed, {s['fail']} failed, {s['skip']} skipped in {s['seconds']} s"
+    )
     return "\n".join(lines)
 
 
 def junit_xml(results: list[CheckResult], suite: str = "rheo gate") -> str:
     """JUnit XML (one testcase per check; failures carry the detail and the counterexample path)."""
     s = summary(results)
-    root = ET.Element("testsuite", name=suite, tests=str(len(results)), failures=str(s["fail"]),
-                      skipped=str(s["skip"]), errors="0", time=f"{s['seconds']:.3f}")
+    root = ET.Element(
+        "testsuite",
+        name=suite,
+        tests=str(len(results)),
+        failures=str(s["fail"]),
+        skipped=str(s["skip"]),
+        errors="0",
+        time=f"{s['seconds']:.3f}",
+    )
     for r in results:
-        case = ET.SubElement(root, "testcase", classname=f"rheo.checks.gate.{_slug(r.group)}", name=r.name,
-                             time=f"{r.seconds:.3f}")
+        case = ET.SubElement(
+            root, "testcase", classname=f"rheo.checks.gate.{_slug(r.group)}", name=r.name, time=f"{r.seconds:.3f}"
+        )
         text = r.detail + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
         if r.verdict == "fail":
             ET.SubElement(case, "failure", message=r.detail[:200]).text = text

@@ -12,6 +12,7 @@ equality for a half/half split of the mass), so the bound holds for every direct
 >>> r.reject, r.bins
 (False, 2)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,9 +40,11 @@ class GofResult:
         if self.impossible:
             return f"REJECT: observed outcomes of probability 0: {self.impossible[:5]}"
         verdict = "REJECT" if self.reject else "ok"
-        return (f"{verdict}: chi2 = {self.statistic:.1f} on {self.bins - 1} df, p = {self.p_value:.3g} "
-                f"(alpha {self.alpha:.2g}), N = {self.n}, {self.merged} outcomes merged into the tail; "
-                f"detects TV >= {self.detectable_tv:.4f} with power 0.99")
+        return (
+            f"{verdict}: chi2 = {self.statistic:.1f} on {self.bins - 1} df, p = {self.p_value:.3g} "
+            f"(alpha {self.alpha:.2g}), N = {self.n}, {self.merged} outcomes merged into the tail; "
+            f"detects TV >= {self.detectable_tv:.4f} with power 0.99"
+        )
 
 
 def merge_bins(expected: np.ndarray, minimum: float = 5.0) -> list[list[int]]:
@@ -90,5 +93,6 @@ def gof(counts: dict, law: dict, alpha: float, power: float = 0.99) -> GofResult
         return GofResult(n, len(groups), merged, 0.0, 1.0, alpha, impossible, float("inf"))
     stat = float(((o - e) ** 2 / e).sum())
     pv = float(stats.chi2.sf(stat, len(groups) - 1))
-    return GofResult(n, len(groups), merged, stat, pv, alpha, impossible,
-                     detectable_tv(n, len(groups) - 1, alpha, power))
+    return GofResult(
+        n, len(groups), merged, stat, pv, alpha, impossible, detectable_tv(n, len(groups) - 1, alpha, power)
+    )

@@ -40,6 +40,7 @@ Checks (``check_decisions``, ``check_cycle_law``):
 - cycle law: the implementation's empirical cycle law over many cycles against the exact
   law (Pearson chi-square, stated alpha and detectable TV; ``rheo.checks.goodness_of_fit``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -108,23 +109,29 @@ def load_implementation(spec: str) -> Implementation:
     """``package.module:object`` (the current directory is importable) or
     ``path/to/file.py:object``; a class is instantiated without arguments."""
     if ":" not in spec:
-        raise ImplLoadError(f"--impl: expected MODULE:OBJECT (e.g. examples.loop_impl:LoopImplementation), got {spec!r}")
+        raise ImplLoadError(
+            f"--impl: expected MODULE:OBJECT (e.g. examples.loop_impl:LoopImplementation), got {spec!r}"
+        )
     mod_name, attr = spec.rsplit(":", 1)
     if mod_name.endswith(".py"):
         path = Path(mod_name).resolve()
         try:
             rel = path.relative_to(Path.cwd().resolve())
         except ValueError:
-            raise ImplLoadError(f"--impl: {mod_name} is outside the current directory; run rheo from a folder "
-                                "above it or give a dotted module name") from None
+            raise ImplLoadError(
+                f"--impl: {mod_name} is outside the current directory; run rheo from a folder "
+                "above it or give a dotted module name"
+            ) from None
         mod_name = ".".join(rel.with_suffix("").parts)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(mod_name)
     except ImportError as e:
-        raise ImplLoadError(f"--impl: cannot import module {mod_name!r} ({e}); run rheo from the folder that holds "
-                            "it, or install its package") from None
+        raise ImplLoadError(
+            f"--impl: cannot import module {mod_name!r} ({e}); run rheo from the folder that holds "
+            "it, or install its package"
+        ) from None
     obj = getattr(module, attr, None)
     if obj is None:
         raise ImplLoadError(f"--impl: module {mod_name!r} has no attribute {attr!r}")
@@ -132,12 +139,15 @@ def load_implementation(spec: str) -> Implementation:
         obj = obj()
     impl = Implementation(obj, spec)
     if not (impl.builds_trees or impl.verifies):
-        raise ImplLoadError(f"--impl: {spec} has neither build_tree nor verify (see docs/gate.md, "
-                            "\"Checking another implementation\", for the protocol)")
+        raise ImplLoadError(
+            f"--impl: {spec} has neither build_tree nor verify (see docs/gate.md, "
+            '"Checking another implementation", for the protocol)'
+        )
     return impl
 
 
 # ---- what the implementation is given ----
+
 
 def protocol_config(inst: Instance) -> dict:
     """The config dict the implementation receives (``Params.to_protocol``)."""
@@ -152,8 +162,10 @@ def _logits(law) -> np.ndarray:
 
 def draft_logits_fn(inst: Instance):
     """paths -> [len(paths), V] draft logits (the table's law, untruncated)."""
+
     def draft_logits(paths):
         return np.stack([_logits(inst.draft(tuple(int(t) for t in p))) for p in paths])
+
     return draft_logits
 
 
@@ -163,8 +175,11 @@ def target_logits(inst: Instance, paths: list) -> np.ndarray:
 
 
 def protocol_uniforms(u: Uniforms) -> dict:
-    return {"u_sample": np.array(u.u_sample, dtype=np.float64), "u_det": np.array(u.u_det, dtype=np.float64),
-            "u_final": np.array(u.u_final, dtype=np.float64)}
+    return {
+        "u_sample": np.array(u.u_sample, dtype=np.float64),
+        "u_det": np.array(u.u_det, dtype=np.float64),
+        "u_final": np.array(u.u_final, dtype=np.float64),
+    }
 
 
 def reference_tree(inst: Instance, tree) -> dict:
@@ -178,12 +193,15 @@ def reference_tree(inst: Instance, tree) -> dict:
             residual = inst.node_laws(n.prefix[:-1]).residual
             assert residual is not None  # a sample node's parent has a residual law
             probs[i] = [float(x) for x in residual]
-    return {"tokens": np.array([n.token for n in pruned], dtype=np.int64),
-            "parents": np.array([index.get(n.slot_path[:-1], -1) for n in pruned], dtype=np.int64),
-            "kinds": np.array([KINDS[n.kind] for n in pruned], dtype=np.int64),
-            "slots": np.array([n.slot_path[-1] for n in pruned], dtype=np.int64),
-            "sample_probs": probs,
-            "paths": [n.prefix for n in pruned], "slot_paths": [n.slot_path for n in pruned]}
+    return {
+        "tokens": np.array([n.token for n in pruned], dtype=np.int64),
+        "parents": np.array([index.get(n.slot_path[:-1], -1) for n in pruned], dtype=np.int64),
+        "kinds": np.array([KINDS[n.kind] for n in pruned], dtype=np.int64),
+        "slots": np.array([n.slot_path[-1] for n in pruned], dtype=np.int64),
+        "sample_probs": probs,
+        "paths": [n.prefix for n in pruned],
+        "slot_paths": [n.slot_path for n in pruned],
+    }
 
 
 class BadOutput(ValueError):
@@ -235,8 +253,10 @@ def read_tree(tree, inst: Instance) -> dict:
 
 
 def _describe_nodes(nodes) -> str:
-    return ", ".join(f"token path {list(path)} ({kind}, slot path {list(slots)})"
-                     for slots, path, kind in sorted(nodes)) or "none"
+    return (
+        ", ".join(f"token path {list(path)} ({kind}, slot path {list(slots)})" for slots, path, kind in sorted(nodes))
+        or "none"
+    )
 
 
 def _labelled(t: dict) -> set:
@@ -246,17 +266,21 @@ def _labelled(t: dict) -> set:
 def _compare_trees(got: dict, ref: dict) -> str | None:
     a, b = _labelled(got), _labelled(ref)
     if a != b:
-        return (f"tree: reference nodes missing from the implementation's tree: {_describe_nodes(b - a)}; "
-                f"nodes the reference does not have: {_describe_nodes(a - b)}")
+        return (
+            f"tree: reference nodes missing from the implementation's tree: {_describe_nodes(b - a)}; "
+            f"nodes the reference does not have: {_describe_nodes(a - b)}"
+        )
     ref_rows = {sp: i for i, sp in enumerate(ref["slot_paths"])}
     for i, sp in enumerate(got["slot_paths"]):
         if got["kinds"][i] == KINDS["sample"]:
             j = ref_rows[sp]
             gap = float(np.max(np.abs(got["sample_probs"][i] - ref["sample_probs"][j])))
             if gap > PROB_TOLERANCE:
-                return (f"tree: the residual law of the sample at token path {list(got['paths'][i])} is "
-                        f"{np.round(got['sample_probs'][i], 6).tolist()}, the reference's is "
-                        f"{np.round(ref['sample_probs'][j], 6).tolist()} (max difference {gap:.3g})")
+                return (
+                    f"tree: the residual law of the sample at token path {list(got['paths'][i])} is "
+                    f"{np.round(got['sample_probs'][i], 6).tolist()}, the reference's is "
+                    f"{np.round(ref['sample_probs'][j], 6).tolist()} (max difference {gap:.3g})"
+                )
     return None
 
 
@@ -305,16 +329,24 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
 
 def call_build_tree(impl: Implementation, inst: Instance, uniforms: Uniforms) -> dict:
     """The implementation's tree for ``inst`` on these uniforms, checked (``read_tree``)."""
-    raw = impl.obj.build_tree(draft_logits_fn(inst), protocol_config(inst), inst.config.temperature.value,
-                              np.array(uniforms.u_draw, dtype=np.float64))
+    raw = impl.obj.build_tree(
+        draft_logits_fn(inst),
+        protocol_config(inst),
+        inst.config.temperature.value,
+        np.array(uniforms.u_draw, dtype=np.float64),
+    )
     return read_tree(raw, inst)
 
 
 def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> tuple[tuple, list]:
     """(emitted tokens, accepted node indices) of the implementation's verifier on ``tree``."""
-    res = impl.obj.verify({k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
-                          target_logits(inst, tree["paths"]), protocol_config(inst), inst.config.temperature.value,
-                          protocol_uniforms(uniforms))
+    res = impl.obj.verify(
+        {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
+        target_logits(inst, tree["paths"]),
+        protocol_config(inst),
+        inst.config.temperature.value,
+        protocol_uniforms(uniforms),
+    )
     return _read_result(res)
 
 
@@ -337,8 +369,9 @@ def compare_decisions(impl: Implementation, inst: Instance, uniforms: Uniforms) 
         return Comparison(RequestCheck("near", "a score tie that float rounding decides"))
     ref = reference_tree(inst, tree)
     acc_rows = [ref["slot_paths"].index(sp) for sp in accepted]
-    out = Comparison(RequestCheck("equal"),
-                     reference={"tree": _tree_json(ref), "tokens": list(output), "accepted": acc_rows})
+    out = Comparison(
+        RequestCheck("equal"), reference={"tree": _tree_json(ref), "tokens": list(output), "accepted": acc_rows}
+    )
     if impl.builds_trees:
         try:
             got = call_build_tree(impl, inst, uniforms)
@@ -364,17 +397,27 @@ def compare_decisions(impl: Implementation, inst: Instance, uniforms: Uniforms) 
             return out
         out.implementation.update(tokens=list(tokens), accepted=acc)
         if tokens != tuple(output) or acc != acc_rows:
-            out.check = RequestCheck("differs", f"verify on the reference's tree: emitted {list(tokens)} accepting "
-                                                f"nodes {acc}; the reference emits {list(output)} accepting {acc_rows}")
+            out.check = RequestCheck(
+                "differs",
+                f"verify on the reference's tree: emitted {list(tokens)} accepting "
+                f"nodes {acc}; the reference emits {list(output)} accepting {acc_rows}",
+            )
     return out
 
 
 def _tree_json(t: dict) -> dict:
-    return {"tokens": [int(x) for x in t["tokens"]], "parents": [int(x) for x in t["parents"]],
-            "kinds": [int(x) for x in t["kinds"]], "slots": [int(x) for x in t["slots"]],
-            "paths": [list(p) for p in t["paths"]],
-            "sample_probs": {str(i): np.round(np.asarray(t["sample_probs"][i]), 12).tolist()
-                             for i, k in enumerate(t["kinds"]) if k == KINDS["sample"]}}
+    return {
+        "tokens": [int(x) for x in t["tokens"]],
+        "parents": [int(x) for x in t["parents"]],
+        "kinds": [int(x) for x in t["kinds"]],
+        "slots": [int(x) for x in t["slots"]],
+        "paths": [list(p) for p in t["paths"]],
+        "sample_probs": {
+            str(i): np.round(np.asarray(t["sample_probs"][i]), 12).tolist()
+            for i, k in enumerate(t["kinds"])
+            if k == KINDS["sample"]
+        },
+    }
 
 
 def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:
@@ -392,15 +435,19 @@ def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tupl
 
 # ---- counterexample files ----
 
+
 def counterexample_payload(impl: Implementation, case: dict, uniforms: Uniforms, cmp: Comparison) -> dict:
     return {
         "check": "decision equality",
         "implementation": impl.name,
         "difference": cmp.check.detail,
         "case": case,
-        "uniforms": {"u_draw": list(map(float, uniforms.u_draw)), "u_sample": list(map(float, uniforms.u_sample)),
-                     "u_det": [list(map(float, row)) for row in uniforms.u_det],
-                     "u_final": list(map(float, uniforms.u_final))},
+        "uniforms": {
+            "u_draw": list(map(float, uniforms.u_draw)),
+            "u_sample": list(map(float, uniforms.u_sample)),
+            "u_det": [list(map(float, row)) for row in uniforms.u_det],
+            "u_final": list(map(float, uniforms.u_final)),
+        },
         "reference_answer": cmp.reference,
         "implementation_answer": cmp.implementation,
         "replay": f"rheo gate --impl {impl.name} --replay FILE",
@@ -416,11 +463,13 @@ def replay(impl: Implementation, path: str | Path) -> Comparison:
     """Rerun the comparison saved in a counterexample file."""
     saved = json.loads(Path(path).read_text(encoding="utf-8"))
     u = saved["uniforms"]
-    return compare_decisions(impl, float_instance(saved["case"]),
-                             Uniforms(u["u_draw"], u["u_sample"], u["u_det"], u["u_final"]))
+    return compare_decisions(
+        impl, float_instance(saved["case"]), Uniforms(u["u_draw"], u["u_sample"], u["u_det"], u["u_final"])
+    )
 
 
 # ---- the two checks ----
+
 
 def decision_examples():
     """Small exact cases (every policy, m, beam, budget, T in {0, 1/3, 1/2, 1}, sparse on/off,
@@ -434,8 +483,7 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
     reference; a difference is shrunk by Hypothesis. ``seed`` None = a fresh random search
     (its seed is reported), an int = derandomized (the same search every run)."""
     if not impl.follows_uniforms:
-        return Outcome("skip", "skipped: the implementation declares follows_uniforms = False",
-                       data={"skipped": True})
+        return Outcome("skip", "skipped: the implementation declares follows_uniforms = False", data={"skipped": True})
     seen = {"equal": 0, "near": 0, "unsupported": 0, "differs": 0}
 
     def run(example):
@@ -456,8 +504,10 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
         return status == "differs"
 
     found, seed = shrunk_search(decision_examples(), differs, examples, seed)
-    counts = (f"{seen['equal']} equal, {seen['near']} set aside (a decision within 1e-9 of its threshold, or a "
-              f"score tie rounding decides), {seen['unsupported']} unsupported")
+    counts = (
+        f"{seen['equal']} equal, {seen['near']} set aside (a decision within 1e-9 of its threshold, or a "
+        f"score tie rounding decides), {seen['unsupported']} unsupported"
+    )
     data = {"examples": examples, "seed": seed, **seen}
     if found is None:
         if seen["equal"] == 0:
@@ -466,26 +516,45 @@ def check_decisions(impl: Implementation, examples: int, seed: int | None = 0) -
     case, useed = found
     cmp, u = run(found)
     payload = counterexample_payload(impl, case, u, cmp)
-    return Outcome("fail", f"{cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
-                                 f"K={case['K']}, depth {case['depth']}, budget {case['budget']})", payload, data)
+    return Outcome(
+        "fail",
+        f"{cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
+        f"K={case['K']}, depth {case['depth']}, budget {case['budget']})",
+        payload,
+        data,
+    )
 
 
 def statistical_cases(deep: bool = False) -> dict:
     """Fixed generated cases for the cycle-law check (exact laws known by enumeration)."""
     out = {
         "rheo_m1_fills": hashed_case(4, 1, 3, policy="rheo", K=3, m=1, budget=6, beam=2, temperature="1"),
-        "rheo_m0_sparse_top_p": hashed_case(5, 4, 2, zero_share=2, policy="rheo", K=3, m=0, budget=5, beam=2,
-                                            temperature="1/2", draft_top_k=4, target_top_p="9/10"),
+        "rheo_m0_sparse_top_p": hashed_case(
+            5,
+            4,
+            2,
+            zero_share=2,
+            policy="rheo",
+            K=3,
+            m=0,
+            budget=5,
+            beam=2,
+            temperature="1/2",
+            draft_top_k=4,
+            target_top_p="9/10",
+        ),
         "topk": hashed_case(4, 3, 3, policy="topk", K=2, budget=5, beam=2, temperature="1"),
     }
     if deep:
-        out["rheo_m2_min_p"] = hashed_case(4, 4, 3, policy="rheo", K=3, m=2, budget=5, beam=1, temperature="1/3",
-                                           target_min_p="1/20")
+        out["rheo_m2_min_p"] = hashed_case(
+            4, 4, 3, policy="rheo", K=3, m=2, budget=5, beam=1, temperature="1/3", target_min_p="1/20"
+        )
     return out
 
 
-def check_cycle_law(impl: Implementation, cycles: int, family_alpha: float = 1e-6, seed: int = 0,
-                    deep: bool = False, progress=None) -> Outcome:
+def check_cycle_law(
+    impl: Implementation, cycles: int, family_alpha: float = 1e-6, seed: int = 0, deep: bool = False, progress=None
+) -> Outcome:
     """The implementation's empirical cycle law over ``cycles`` cycles per case against the
     reference's exact law (Pearson chi-square on counts; ``family_alpha`` split over the
     cases; the detectable TV at power 0.99 is reported per case)."""
@@ -506,16 +575,31 @@ def check_cycle_law(impl: Implementation, cycles: int, family_alpha: float = 1e-
             if progress and (i + 1) % 5000 == 0:
                 progress(f"  cycle law {name}: {i + 1}/{cycles} cycles")
         res = gof(counts, law, alpha)
-        data[name] = {"reject": res.reject, "p_value": res.p_value, "chi2": res.statistic, "bins": res.bins,
-                      "detectable_tv": res.detectable_tv, "impossible": [list(o) for o in res.impossible[:5]]}
+        data[name] = {
+            "reject": res.reject,
+            "p_value": res.p_value,
+            "chi2": res.statistic,
+            "bins": res.bins,
+            "detectable_tv": res.detectable_tv,
+            "impossible": [list(o) for o in res.impossible[:5]],
+        }
         lines.append(f"{name}: {res.describe()}")
         if res.reject and worst is None:
             top = sorted(law, key=lambda o: -abs(counts.get(o, 0) / cycles - law[o]))[:5]
-            worst = {"check": "cycle law", "implementation": impl.name, "case_name": name, "case": case,
-                     "cycles": cycles, "seed": seed, "alpha": alpha, "result": res.describe(),
-                     "largest_gaps": [{"output": list(o), "observed": counts.get(o, 0) / cycles, "exact": law[o]}
-                                      for o in top],
-                     "impossible_outputs": [list(o) for o in res.impossible[:5]]}
+            worst = {
+                "check": "cycle law",
+                "implementation": impl.name,
+                "case_name": name,
+                "case": case,
+                "cycles": cycles,
+                "seed": seed,
+                "alpha": alpha,
+                "result": res.describe(),
+                "largest_gaps": [
+                    {"output": list(o), "observed": counts.get(o, 0) / cycles, "exact": law[o]} for o in top
+                ],
+                "impossible_outputs": [list(o) for o in res.impossible[:5]],
+            }
     if not data:
         return Outcome("fail", "no statistical case is supported: nothing is proven", data=data)
     detail = f"{cycles} cycles per case, alpha {alpha:.2g} per case: " + "; ".join(lines)

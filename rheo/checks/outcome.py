@@ -4,6 +4,7 @@ Every check (``rheo.checks.gate``) returns an ``Outcome``: a verdict (pass / fai
 a one-line detail and, when it has one, a counterexample dict that the gate writes to a
 file. ``Profile`` sizes the checks: ``quick`` (the default) and ``deep``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,8 +30,9 @@ class Profile:
 
 PROFILES = {
     "quick": Profile("quick", "quick", 500, False, 500, 200_000, 300, 20_000),
-    "deep": Profile("deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST,
-                    real_later=REAL_LATER),
+    "deep": Profile(
+        "deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST, real_later=REAL_LATER
+    ),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
     "smoke": Profile("smoke", "smoke", 500, False, 20, 2_000, 10, 2_000),
 }
@@ -72,5 +74,12 @@ class CheckResult:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "group": self.group, "verdict": self.verdict, "seconds": round(self.seconds, 3),
-                "detail": self.detail, "counterexample": self.counterexample, "data": self.data}
+        return {
+            "name": self.name,
+            "group": self.group,
+            "verdict": self.verdict,
+            "seconds": round(self.seconds, 3),
+            "detail": self.detail,
+            "counterexample": self.counterexample,
+            "data": self.data,
+        }

@@ -8,6 +8,7 @@
 Select one with ``pytest --hypothesis-profile=deep`` (or HYPOTHESIS_PROFILE=deep).
 ``joint_draw_cap()`` is the cap the strategies use under the active profile.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,7 @@ _SLOW = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 def register() -> None:
     builtin_ci = settings.get_profile("ci")
     settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW)
-    settings.register_profile("ci", parent=builtin_ci, max_examples=500, deadline=None,
-                              suppress_health_check=_SLOW)
+    settings.register_profile("ci", parent=builtin_ci, max_examples=500, deadline=None, suppress_health_check=_SLOW)
     settings.register_profile("deep", max_examples=1500, deadline=None, suppress_health_check=_SLOW)
     name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
     settings.load_profile(name)

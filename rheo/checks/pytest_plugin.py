@@ -9,6 +9,7 @@ A failure raises AssertionError with the shrunk difference; the counterexample i
 as JSON under the test's ``tmp_path``, and its path is in the message. ``rheo_checker.
 decisions(...)`` and ``.cycle_law(...)`` run one check and return its outcome.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +49,11 @@ class RheoChecker:
         results = run_checks(impl_checks(impl), profile, self.out_dir)
         failed = [r for r in results if r.verdict == "fail"]
         if failed:
-            raise AssertionError("\n".join(f"{impl.name}, {r.name}: {r.detail}\ncounterexample: {r.counterexample or '-'}"
-                                           for r in failed))
+            raise AssertionError(
+                "\n".join(
+                    f"{impl.name}, {r.name}: {r.detail}\ncounterexample: {r.counterexample or '-'}" for r in failed
+                )
+            )
         return results
 
 

@@ -14,6 +14,7 @@
 Every test states its alpha (the check's total false-positive rate is split over its
 tests, Bonferroni) and the total-variation distance it detects with power 0.99.
 """
+
 from __future__ import annotations
 
 import collections
@@ -47,8 +48,9 @@ class PathTableLM:
         self.committed: list[tuple[int, ...]] = [() for _ in range(batch)]
         self._prefill = DynamicCache()
         with torch.no_grad():
-            self._prompt_feats = self.target.model(input_ids=torch.tensor([prompt[:-1]]), cache=self._prefill,
-                                                   use_cache=True).last_hidden_state[0]
+            self._prompt_feats = self.target.model(
+                input_ids=torch.tensor([prompt[:-1]]), cache=self._prefill, use_cache=True
+            ).last_hidden_state[0]
         self._target: dict = {}  # absolute path after the prompt -> target logits [V]
         self._feats: dict = {}  # committed path -> target features of prompt + path [P + len, H]
         self._draft: dict = {}  # (committed, prefix) -> draft logits [V]
@@ -64,7 +66,7 @@ class PathTableLM:
         n, L = len(paths), 1 + max(len(p) for p in paths)
         ids = torch.zeros((n, L), dtype=torch.int64)
         for i, p in enumerate(paths):
-            ids[i, :len(p) + 1] = torch.tensor([self.prompt[-1], *p])  # right padding: never attended
+            ids[i, : len(p) + 1] = torch.tensor([self.prompt[-1], *p])  # right padding: never attended
         cache = copy.deepcopy(self._prefill)
         cache.batch_repeat_interleave(n)
         pos = torch.arange(len(self.prompt) - 1, len(self.prompt) - 1 + L).unsqueeze(0).expand(n, L)
@@ -74,7 +76,7 @@ class PathTableLM:
     def _target_paths(self, paths: list[tuple]) -> None:
         need = sorted({p for p in paths if p not in self._target})
         for k in range(0, len(need), 64):
-            part = need[k:k + 64]
+            part = need[k : k + 64]
             self.misses["target"] += len(part)
             with torch.no_grad():
                 logits = self.target.lm_head(self._after_prompt(part))
@@ -89,10 +91,10 @@ class PathTableLM:
     def _features(self, committed: list[tuple]) -> None:
         need = sorted({c for c in committed if c not in self._feats})
         for k in range(0, len(need), 64):
-            part = need[k:k + 64]
+            part = need[k : k + 64]
             f = self._after_prompt(part)
             for i, c in enumerate(part):
-                self._feats[c] = torch.cat([self._prompt_feats, f[i, :len(c) + 1]])
+                self._feats[c] = torch.cat([self._prompt_feats, f[i, : len(c) + 1]])
 
     def _draft_at(self, keys: list[tuple]) -> None:
         """The head's outputs at (committed, prefix) keys whose parents (committed,
@@ -112,8 +114,12 @@ class PathTableLM:
                 feats.append(torch.cat(f))
                 toks.append(seq[1:] + list(prefix))
             with torch.no_grad():
-                out = self.head(torch.stack(feats), emb(torch.tensor(toks)),
-                                torch.arange(1, n + 1).unsqueeze(0).expand(len(group), n), causal_mask(n))[:, -1]
+                out = self.head(
+                    torch.stack(feats),
+                    emb(torch.tensor(toks)),
+                    torch.arange(1, n + 1).unsqueeze(0).expand(len(group), n),
+                    causal_mask(n),
+                )[:, -1]
                 logits = self.head.logits(self.target.lm_head, out)
             for i, key in enumerate(group):
                 self._h[key], self._draft[key] = out[i], logits[i]
@@ -123,8 +129,10 @@ class PathTableLM:
         b, n = query.valid.shape
         out = torch.zeros((b, n, self.vocab_size))
         prefixes, valid = query.prefixes.tolist(), query.valid.tolist()
-        keys = [[(self.committed[i], tuple(t for t in prefixes[i][j] if t >= 0)) if valid[i][j] else None
-                 for j in range(n)] for i in range(b)]
+        keys = [
+            [(self.committed[i], tuple(t for t in prefixes[i][j] if t >= 0)) if valid[i][j] else None for j in range(n)]
+            for i in range(b)
+        ]
         self._features([k[0] for row in keys for k in row if k is not None])
         need = sorted({k for row in keys for k in row if k is not None and k not in self._draft})
         if need:
@@ -141,8 +149,10 @@ class PathTableLM:
         prefixes = tree.prefixes
 
         def at(ix: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
-            keys = [self.committed[i] + tuple(t for t in p if t >= 0)
-                    for i, p in zip(ix.tolist(), prefixes[ix, nodes].tolist())]
+            keys = [
+                self.committed[i] + tuple(t for t in p if t >= 0)
+                for i, p in zip(ix.tolist(), prefixes[ix, nodes].tolist())
+            ]
             self._target_paths(keys)
             return torch.stack([self._target[k] for k in keys]) if keys else torch.zeros((0, self.vocab_size))
 
@@ -158,9 +168,19 @@ def _law(logits: torch.Tensor, temperature: float) -> dict:
     return {int(t): float(p[t]) for t in nz}
 
 
-def first_tokens_check(target, head, prompt: list[int], cfg: Params, samples: int, alpha: float,
-                       temperature: float = 1.0, batch: int = 250, second: int = 2, seed: int = 0,
-                       progress=None) -> dict:
+def first_tokens_check(
+    target,
+    head,
+    prompt: list[int],
+    cfg: Params,
+    samples: int,
+    alpha: float,
+    temperature: float = 1.0,
+    batch: int = 250,
+    second: int = 2,
+    seed: int = 0,
+    progress=None,
+) -> dict:
     """(a): ``samples`` speculative runs of two tokens from ``prompt``; the first token
     against p(. | prompt), the second against p(. | prompt, x) for the ``second`` most
     frequent first tokens x. alpha is the total over the 1 + ``second`` tests."""
@@ -182,18 +202,34 @@ def first_tokens_check(target, head, prompt: list[int], cfg: Params, samples: in
     tests = 1 + second
     a = alpha / tests
     first = collections.Counter(p[0] for p in pairs)
-    results = [{"token": "first", "given": None, **_gof_json(gof(first, _law(model.target_law_logits(()), temperature), a))}]
+    results = [
+        {"token": "first", "given": None, **_gof_json(gof(first, _law(model.target_law_logits(()), temperature), a))}
+    ]
     for x, _ in first.most_common(second):
         cond = collections.Counter(p[1] for p in pairs if p[0] == x)
         law = _law(model.target_law_logits((x,)), temperature)
         results.append({"token": "second", "given": x, **_gof_json(gof(cond, law, a))})
-    return {"samples": samples, "alpha_total": alpha, "tests": results, "passed": not any(r["reject"] for r in results),
-            "misses": dict(model.misses), "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "samples": samples,
+        "alpha_total": alpha,
+        "tests": results,
+        "passed": not any(r["reject"] for r in results),
+        "misses": dict(model.misses),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def _gof_json(r) -> dict:
-    return {"reject": r.reject, "n": r.n, "bins": r.bins, "chi2": round(r.statistic, 2), "p_value": r.p_value,
-            "alpha": r.alpha, "detectable_tv": round(r.detectable_tv, 4), "impossible": r.impossible[:5]}
+    return {
+        "reject": r.reject,
+        "n": r.n,
+        "bins": r.bins,
+        "chi2": round(r.statistic, 2),
+        "p_value": r.p_value,
+        "alpha": r.alpha,
+        "detectable_tv": round(r.detectable_tv, 4),
+        "impossible": r.impossible[:5],
+    }
 
 
 def two_sample(a: list, b: list, alpha: float, power: float = 0.99) -> dict:
@@ -210,12 +246,29 @@ def two_sample(a: list, b: list, alpha: float, power: float = 0.99) -> dict:
         return {"reject": False, "bins": 1, "p_value": 1.0, "alpha": alpha, "detectable_tv": float("inf")}
     chi2, pv, dof, _ = sstats.chi2_contingency(table, correction=False)
     n = min(len(a), len(b))
-    return {"reject": bool(pv < alpha), "n_each": n, "bins": int(table.shape[1]), "chi2": round(float(chi2), 2),
-            "p_value": float(pv), "alpha": alpha, "detectable_tv": round(detectable_tv(n // 2, int(dof), alpha, power), 4)}
+    return {
+        "reject": bool(pv < alpha),
+        "n_each": n,
+        "bins": int(table.shape[1]),
+        "chi2": round(float(chi2), 2),
+        "p_value": float(pv),
+        "alpha": alpha,
+        "detectable_tv": round(detectable_tv(n // 2, int(dof), alpha, power), 4),
+    }
 
 
-def later_token_check(target, head, prompt: list[int], cfg: Params, samples: int, alpha: float,
-                      index: int = 12, temperature: float = 1.0, seed: int = 0, progress=None) -> dict:
+def later_token_check(
+    target,
+    head,
+    prompt: list[int],
+    cfg: Params,
+    samples: int,
+    alpha: float,
+    index: int = 12,
+    temperature: float = 1.0,
+    seed: int = 0,
+    progress=None,
+) -> dict:
     """(b): the ``index``-th generated token, speculative (``SpecLM``, cycles until it
     exists) vs plain sampling (batched autoregressive forwards), two-sample test."""
     from transformers import DynamicCache
@@ -248,5 +301,11 @@ def later_token_check(target, head, prompt: list[int], cfg: Params, samples: int
                 ids = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)
             plain += ids[:, 0].tolist()
     res = two_sample(spec, plain, alpha)
-    return {"index": index, "samples": samples, "spec_cycles": cycles, "passed": not res["reject"], **res,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return {
+        "index": index,
+        "samples": samples,
+        "spec_cycles": cycles,
+        "passed": not res["reject"],
+        **res,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }

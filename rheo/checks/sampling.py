@@ -6,11 +6,12 @@ the counts with the exact cycle law from ``rheo.reference`` by ``rheo.checks.goo
 ``tamper`` plants an implementation bug in the uniforms (e.g. one uniform reused for two
 decisions) for the calibration tests.
 """
+
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -21,9 +22,18 @@ from rheo.reference.params import Params
 from rheo.testing import HashTableModel, ReferenceTableModel
 
 
-def sample_cycles(inst, cycles: int, *, seed: int = 0, batch: int = 20_000, cfg: Params | None = None,
-                  tamper: Callable[[Uniforms], None] | None = None, device="cpu", dtype=torch.float64,
-                  continue_to: int | None = None) -> Counter:
+def sample_cycles(
+    inst,
+    cycles: int,
+    *,
+    seed: int = 0,
+    batch: int = 20_000,
+    cfg: Params | None = None,
+    tamper: Callable[[Uniforms], None] | None = None,
+    device="cpu",
+    dtype=torch.float64,
+    continue_to: int | None = None,
+) -> Counter:
     """Outputs of ``cycles`` independent fastpath cycles of ``inst`` (counts by token tuple).
 
     ``continue_to`` = L continues every output by sampling the target (p_T with the
@@ -100,16 +110,23 @@ def quiet_cases() -> dict:
     """(V, cfg, T) of the cycle-law cases: the fastpath must match the reference's law."""
     return {
         "rheo_m1_fills": (5, FastConfig(K=3, depth=3, budget=6, m=1, beam=2, draft_top_k=None), 1.0),
-        "rheo_m0_sparse_top_p": (6, FastConfig(K=3, depth=2, budget=7, m=0, draft_top_k=4,
-                                               filters=TargetFilters(top_p=0.9)), 0.5),
+        "rheo_m0_sparse_top_p": (
+            6,
+            FastConfig(K=3, depth=2, budget=7, m=0, draft_top_k=4, filters=TargetFilters(top_p=0.9)),
+            0.5,
+        ),
         "topk": (5, FastConfig(K=2, depth=3, budget=5, policy="topk", beam=2, draft_top_k=None), 1.0),
-        "rheo_m2_min_p": (4, FastConfig(K=3, depth=3, budget=5, m=2, beam=1, draft_top_k=None,
-                                        filters=TargetFilters(min_p=0.05)), 1.5),
+        "rheo_m2_min_p": (
+            4,
+            FastConfig(K=3, depth=3, budget=5, m=2, beam=1, draft_top_k=None, filters=TargetFilters(min_p=0.05)),
+            1.5,
+        ),
     }
 
 
-def sample_first_two(model, cfg: Params, temperature: float, cycles: int, *, seed: int = 0,
-                     batch: int = 2000) -> tuple[Counter, Counter]:
+def sample_first_two(
+    model, cfg: Params, temperature: float, cycles: int, *, seed: int = 0, batch: int = 2000
+) -> tuple[Counter, Counter]:
     """Cycles of a shared-context ``HashTableModel`` (the root never moves): counts of the
     first emitted token, and of (first, second) where an output of length 1 is continued
     by one target sample (so the second token's law given the first is p_T(. | first))."""

@@ -7,6 +7,7 @@ and draft pools share no vector. Instances are capped by the number of joint dra
 can imply, (n - m)^(1 + B(D-1)) for rheo, so no single example explodes; the beam and then
 the depth shrink to fit the cap.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,10 +69,25 @@ def _normalized(w) -> tuple:
 
 
 @st.composite
-def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4, max_depth: int = 3,
-          temperatures=TEMPERATURES, sparse=(False, True), cap: int = DEFAULT_CAP, min_depth: int = 1,
-          draft_zeros: bool = True, filters: bool = False, extra=None, min_vocab: int = 2,
-          m: int | str | None = None, min_K: int = 1, dyadic_draft: bool = False):
+def cases(
+    draw,
+    *,
+    policies=("rheo", "topk"),
+    max_vocab: int = 5,
+    max_K: int = 4,
+    max_depth: int = 3,
+    temperatures=TEMPERATURES,
+    sparse=(False, True),
+    cap: int = DEFAULT_CAP,
+    min_depth: int = 1,
+    draft_zeros: bool = True,
+    filters: bool = False,
+    extra=None,
+    min_vocab: int = 2,
+    m: int | str | None = None,
+    min_K: int = 1,
+    dyadic_draft: bool = False,
+):
     """A valid case dict. ``extra`` (a dict, or a strategy of dicts) is merged in last;
     ``m`` fixes the number of leads (an int, or "K-1" for pools without fills);
     ``dyadic_draft`` makes every draft probability a dyadic rational (float-exact scores)."""
@@ -101,8 +117,7 @@ def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4
     draft_top_k = draw(st.sampled_from(sparse))
     draft_top_k = draw(st.integers(1, n)) if draft_top_k else None
 
-    target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3,
-                                unique_by=_normalized))
+    target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3, unique_by=_normalized))
     draft_vectors = dyadic_weight_vectors(n) if dyadic_draft else weight_vectors(n, min_weight=0 if draft_zeros else 1)
     draft_pool = draw(st.lists(draft_vectors, min_size=1, max_size=3, unique_by=_normalized))
     assume(not set(map(_normalized, target_pool)) & set(map(_normalized, draft_pool)))
@@ -114,8 +129,18 @@ def cases(draw, *, policies=("rheo", "topk"), max_vocab: int = 5, max_K: int = 4
             target[prefix_key(prefix)] = _law_strings(target_pool[_index(salt, prefix, len(target_pool))])
             if length < depth:
                 draft[prefix_key(prefix)] = _law_strings(draft_pool[_index(salt + 7, prefix, len(draft_pool))])
-    case = {"vocab_size": n, "target": target, "draft": draft, "policy": policy, "K": K, "depth": depth,
-            "budget": budget, "beam": beam, "temperature": temperature, "draft_top_k": draft_top_k}
+    case = {
+        "vocab_size": n,
+        "target": target,
+        "draft": draft,
+        "policy": policy,
+        "K": K,
+        "depth": depth,
+        "budget": budget,
+        "beam": beam,
+        "temperature": temperature,
+        "draft_top_k": draft_top_k,
+    }
     if policy == "rheo":
         case["m"] = m
     if filters:

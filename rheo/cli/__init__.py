@@ -5,6 +5,7 @@ Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a f
 (NOT lossless, a failed check, a missed target), 2 = bad input (one line on stderr naming
 the field), 3 = gave up at --timeout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,9 +82,23 @@ def _main(argv=None) -> int:
     if args.command in ("generate", "train-draft"):
         return (model.cmd_generate if args.command == "generate" else model.cmd_train_draft)(args, emit)
     if args.json:
-        print(json.dumps({"version": __version__, "commands": ["exact", "gate", "bench exact", "bench fastpath",
-                                                                  "bench tau", "generate", "train-draft"],
-                          "help": "rheo COMMAND --help"}))
+        print(
+            json.dumps(
+                {
+                    "version": __version__,
+                    "commands": [
+                        "exact",
+                        "gate",
+                        "bench exact",
+                        "bench fastpath",
+                        "bench tau",
+                        "generate",
+                        "train-draft",
+                    ],
+                    "help": "rheo COMMAND --help",
+                }
+            )
+        )
         return 0
     parser.print_help()
     return 0

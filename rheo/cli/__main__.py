@@ -1,4 +1,5 @@
 """``python -m rheo.cli``: the ``rheo`` command."""
+
 import sys
 
 from rheo.cli import main

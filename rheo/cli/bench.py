@@ -1,6 +1,7 @@
 """``rheo bench exact`` and ``rheo bench fastpath``: each benchmark returns a dict
 (``rheo.bench``) that this module prints as a table or as JSON. ``rheo bench tau`` is in
 ``rheo.cli.model``."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,42 +16,54 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     """The ``bench`` command and its exact/fastpath subcommands; returns the subparsers
     (``rheo.cli.model`` adds ``bench tau``)."""
     fmt = FORMATTER
-    bench = sub.add_parser("bench", formatter_class=fmt, help="benchmarks (ratios measured side by side in one run)",
-                           description="Benchmarks. Speed targets live here, never in timed tests.")
+    bench = sub.add_parser(
+        "bench",
+        formatter_class=fmt,
+        help="benchmarks (ratios measured side by side in one run)",
+        description="Benchmarks. Speed targets live here, never in timed tests.",
+    )
     add_json_flag(bench, "json_bench")
     bsub = bench.add_subparsers(dest="bench_command", parser_class=Parser)
     be = bsub.add_parser(
-        "exact", formatter_class=fmt,
+        "exact",
+        formatter_class=fmt,
         help="class enumerator vs naive enumerator; largest vocabulary and depth certified in the limit",
         description="1. n=6, K=3, m=1, depth=3, budget=6, beam=3 (generated tables, seed 0): both\n"
-                    "   enumerators, same exact answer required, speed ratio (target >= 20x).\n"
-                    "2. the largest vocabulary (K=3, m=1, depth=3, budget=6) and the largest depth\n"
-                    "   (n=4, K=3, m=1, budget=2*depth) the class enumerator certifies (cycle law +\n"
-                    "   deviation over V^(D+1)) within --limit seconds.\n"
-                    "Progress goes to stderr; takes a few minutes at the default limit.")
-    be.add_argument("--limit", type=float, default=60.0, metavar="SECONDS", help="time limit per certification (default 60)")
+        "   enumerators, same exact answer required, speed ratio (target >= 20x).\n"
+        "2. the largest vocabulary (K=3, m=1, depth=3, budget=6) and the largest depth\n"
+        "   (n=4, K=3, m=1, budget=2*depth) the class enumerator certifies (cycle law +\n"
+        "   deviation over V^(D+1)) within --limit seconds.\n"
+        "Progress goes to stderr; takes a few minutes at the default limit.",
+    )
+    be.add_argument(
+        "--limit", type=float, default=60.0, metavar="SECONDS", help="time limit per certification (default 60)"
+    )
     be.add_argument("--skip-search", action="store_true", help="only the side-by-side comparison")
     add_json_flag(be)
     bf = bsub.add_parser(
-        "fastpath", formatter_class=fmt,
+        "fastpath",
+        formatter_class=fmt,
         help="the torch fastpath: Rheo/Top-K cycle, sparse/dense draft law, batched/naive verifier",
         description="Times the fastpath with model forwards excluded (logits come from a table model;\n"
-                    "the time spent answering forwards is subtracted). Default shape: V=128256, K=10,\n"
-                    "depth=8, budget=60, m=1, draft_top_k=128, batch sizes 1, 16 and 64. Ratios:\n"
-                    "  rheo_over_topk          Rheo cycle / Top-K cycle           (target <= 1.25)\n"
-                    "  sparse_over_dense       tree with top-128 / tree drawing Y from all V\n"
-                    "                          (Gumbel-max or multinomial, the faster) (target <= 0.25)\n"
-                    "  fast_over_naive_verify  naive loop verifier / batched verifier at batch 64\n"
-                    "                          (target >= 10)\n"
-                    "Each ratio is measured side by side in one run (A B A B ..., medians). The\n"
-                    "worst batch size is reported at the top level. Progress goes to stderr.\n"
-                    "exit status: 0 all targets met, 1 a target missed or the verifiers disagree",
+        "the time spent answering forwards is subtracted). Default shape: V=128256, K=10,\n"
+        "depth=8, budget=60, m=1, draft_top_k=128, batch sizes 1, 16 and 64. Ratios:\n"
+        "  rheo_over_topk          Rheo cycle / Top-K cycle           (target <= 1.25)\n"
+        "  sparse_over_dense       tree with top-128 / tree drawing Y from all V\n"
+        "                          (Gumbel-max or multinomial, the faster) (target <= 0.25)\n"
+        "  fast_over_naive_verify  naive loop verifier / batched verifier at batch 64\n"
+        "                          (target >= 10)\n"
+        "Each ratio is measured side by side in one run (A B A B ..., medians). The\n"
+        "worst batch size is reported at the top level. Progress goes to stderr.\n"
+        "exit status: 0 all targets met, 1 a target missed or the verifiers disagree",
         epilog="examples:\n  rheo bench fastpath --json\n  rheo bench fastpath --quick\n"
-               "  rheo bench fastpath --device cuda --json")
+        "  rheo bench fastpath --device cuda --json",
+    )
     bf.add_argument("--quick", action="store_true", help="batch sizes 1 and 16, naive verifier at 16, fewer repeats")
     bf.add_argument("--device", default="cpu", help="torch device (default cpu)")
     bf.add_argument("--vocab", type=int, default=128256, metavar="V", help="vocabulary size (default 128256)")
-    bf.add_argument("--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)")
+    bf.add_argument(
+        "--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)"
+    )
     add_json_flag(bf)
     return bsub
 
@@ -62,8 +75,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_fastpath(args)
     if args.bench_command == "tau":
         return model.cmd_bench_tau(args, emit)
-    return fail("bench: choose a benchmark: `rheo bench exact`, `rheo bench fastpath` or `rheo bench tau` "
-                "(see rheo bench --help)")
+    return fail(
+        "bench: choose a benchmark: `rheo bench exact`, `rheo bench fastpath` or `rheo bench tau` "
+        "(see rheo bench --help)"
+    )
 
 
 def cmd_bench_exact(args: argparse.Namespace) -> int:
@@ -77,8 +92,10 @@ def cmd_bench_exact(args: argparse.Namespace) -> int:
 def render_exact(out: dict) -> str:
     """``rheo bench exact`` as a table."""
     c = out["comparison"]
-    lines = [f"rheo bench exact  (limit {out['limit_seconds']:g} s per certification, {out['machine']['cpus']} cpus)",
-             f"  {'check':<44} {'result':>30}"]
+    lines = [
+        f"rheo bench exact  (limit {out['limit_seconds']:g} s per certification, {out['machine']['cpus']} cpus)",
+        f"  {'check':<44} {'result':>30}",
+    ]
     label = "naive enumerator, n={n} K={K} m={m} D={depth} R={budget} B={beam}".format(**c["case"])
     lines.append(f"  {label:<44} {c['naive_seconds']:>28.2f} s")
     lines.append(f"  {'class enumerator, same case':<44} {c['classes_seconds']:>28.2f} s")
@@ -114,8 +131,9 @@ def cmd_bench_fastpath(args: argparse.Namespace) -> int:
         return fail(f"--device: {args.device!r} is not a usable torch device ({e})")
     repeats = args.repeats or (2 if args.quick else 5)
     batches, naive = ((1, 16), 16) if args.quick else ((1, 16, 64), 64)
-    out = bench_fastpath(batches=batches, vocab=args.vocab, repeats=repeats, naive_batch=naive,
-                         device=args.device, progress=progress)
+    out = bench_fastpath(
+        batches=batches, vocab=args.vocab, repeats=repeats, naive_batch=naive, device=args.device, progress=progress
+    )
     emit(json.dumps(out) if args.json else render_fastpath(out))
     ok = all(out["meets_targets"].values()) and out["verify"]["outputs_equal_float64"]
     return 0 if ok else 1
@@ -123,19 +141,25 @@ def cmd_bench_fastpath(args: argparse.Namespace) -> int:
 
 def render_fastpath(out: dict) -> str:
     """The benchmark as a table."""
-    lines = [f"rheo bench fastpath on {out['device']} ({out['torch_threads']} torch threads): V={out['vocab']}, "
-             f"K={out['K']}, depth={out['depth']}, budget={out['budget']}, m={out['m']}, "
-             f"draft_top_k={out['draft_top_k']}; forwards excluded; medians of alternating runs",
-             f"{'batch':>6} {'rheo ms':>9} {'topk ms':>9} {'rheo/topk':>10} {'sparse ms':>10} {'dense ms':>10} "
-             f"{'sparse/dense':>13}"]
+    lines = [
+        f"rheo bench fastpath on {out['device']} ({out['torch_threads']} torch threads): V={out['vocab']}, "
+        f"K={out['K']}, depth={out['depth']}, budget={out['budget']}, m={out['m']}, "
+        f"draft_top_k={out['draft_top_k']}; forwards excluded; medians of alternating runs",
+        f"{'batch':>6} {'rheo ms':>9} {'topk ms':>9} {'rheo/topk':>10} {'sparse ms':>10} {'dense ms':>10} "
+        f"{'sparse/dense':>13}",
+    ]
     for b, r in out["batches"].items():
-        lines.append(f"{b:>6} {r['rheo_cycle_s'] * 1e3:>9.1f} {r['topk_cycle_s'] * 1e3:>9.1f} "
-                     f"{r['rheo_over_topk']:>10.3f} {r['sparse_build_s'] * 1e3:>10.1f} {r['dense_build_s'] * 1e3:>10.1f} "
-                     f"{r['sparse_over_dense']:>13.3f}")
+        lines.append(
+            f"{b:>6} {r['rheo_cycle_s'] * 1e3:>9.1f} {r['topk_cycle_s'] * 1e3:>9.1f} "
+            f"{r['rheo_over_topk']:>10.3f} {r['sparse_build_s'] * 1e3:>10.1f} {r['dense_build_s'] * 1e3:>10.1f} "
+            f"{r['sparse_over_dense']:>13.3f}"
+        )
     v = out["verify"]
-    lines.append(f"verify at batch {v['batch']}: batched {v['fast_s'] * 1e3:.1f} ms, naive loop {v['naive_s'] * 1e3:.1f} ms "
-                 f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
-                 f"in float64: {v['outputs_equal_float64']})")
+    lines.append(
+        f"verify at batch {v['batch']}: batched {v['fast_s'] * 1e3:.1f} ms, naive loop {v['naive_s'] * 1e3:.1f} ms "
+        f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
+        f"in float64: {v['outputs_equal_float64']})"
+    )
     for k, target in out["targets"].items():
         mark = "met" if out["meets_targets"][k] else "MISSED"
         lines.append(f"  {k:<24} {out[k]:>8.3f}   target {target:<8} {mark}")

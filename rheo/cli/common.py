@@ -5,6 +5,7 @@ Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a f
 (NOT lossless, a failed check, a missed benchmark target), 2 = bad input (one line on
 stderr naming the field), 3 = gave up at --timeout.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,6 @@
 """``rheo exact``: the exact certificate of one case file (docs/spec.md §5 and §8), as a
 readable report or one JSON object."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,33 +35,43 @@ case file format (docs/spec.md §8) - one JSON object:
 """
 
 
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     fmt = FORMATTER
     ex = sub.add_parser(
-        "exact", formatter_class=fmt,
+        "exact",
+        formatter_class=fmt,
         help="exact cycle law, losslessness and tau of one case",
         description="Enumerate every random tree the sampler can build for CASE.json, verify each\n"
-                    "exactly, and compare the continued output law with the target law p_T on\n"
-                    "every sequence of length depth+1 (docs/spec.md §5 and §8).\n\n" + CASE_FORMAT,
+        "exactly, and compare the continued output law with the target law p_T on\n"
+        "every sequence of length depth+1 (docs/spec.md §5 and §8).\n\n" + CASE_FORMAT,
         epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
-               "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
-               "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
-               "enumerator, arithmetic, first_token_law, cycle_law (\"0 2\" -> probability), case, and\n"
-               "at depth 1 theorem3 and root_optimum. Exact mode: numbers are rational strings.\n\n"
-               "examples:\n"
-               "  rheo exact                                       # the built-in docs/spec.md §6 case\n"
-               "  rheo exact --example abc-constant                # the paper's ad-hoc proxy breaks it\n"
-               "  rheo exact cases/control-sample_last.json --json # a saved counterexample\n"
-               "  rheo exact --list-examples")
-    ex.add_argument("case", nargs="?", metavar="CASE.json", help="a case file (default: the built-in example \"abc\")")
+        "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
+        "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
+        'enumerator, arithmetic, first_token_law, cycle_law ("0 2" -> probability), case, and\n'
+        "at depth 1 theorem3 and root_optimum. Exact mode: numbers are rational strings.\n\n"
+        "examples:\n"
+        "  rheo exact                                       # the built-in docs/spec.md §6 case\n"
+        "  rheo exact --example abc-constant                # the paper's ad-hoc proxy breaks it\n"
+        "  rheo exact cases/control-sample_last.json --json # a saved counterexample\n"
+        "  rheo exact --list-examples",
+    )
+    ex.add_argument("case", nargs="?", metavar="CASE.json", help='a case file (default: the built-in example "abc")')
     ex.add_argument("--example", metavar="NAME", help="run a built-in example case instead of a file")
     ex.add_argument("--list-examples", action="store_true", help="list the built-in example cases and exit")
-    ex.add_argument("--enumerator", choices=("classes", "naive"), default="classes",
-                    help="equivalence classes (default, fast) or every joint draw (the naive check)")
+    ex.add_argument(
+        "--enumerator",
+        choices=("classes", "naive"),
+        default="classes",
+        help="equivalence classes (default, fast) or every joint draw (the naive check)",
+    )
     ex.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long (exit 3)")
-    ex.add_argument("--count-timeout", type=float, default=30.0, metavar="SECONDS",
-                    help="time cap for counting joint draws (reported as null past it; default 30)")
+    ex.add_argument(
+        "--count-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time cap for counting joint draws (reported as null past it; default 30)",
+    )
     add_json_flag(ex)
 
 
@@ -109,8 +120,11 @@ def add_single_layer_facts(report: Report) -> None:
         closed = theorem3_alpha(inst)
         enum = report.cycle.root_acceptance()
         agrees = closed == enum if ex else abs(float(closed) - float(enum)) <= 1e-12
-        report.extras["theorem3"] = {"alpha_closed_form": fmt_number(closed, ex),
-                                     "alpha_enumerated": fmt_number(enum, ex), "agrees": agrees}
+        report.extras["theorem3"] = {
+            "alpha_closed_form": fmt_number(closed, ex),
+            "alpha_enumerated": fmt_number(enum, ex),
+            "agrees": agrees,
+        }
     if report.cycle.trees and inst.n <= MAX_VOCAB_FOR_OPTIMUM:
         sets = child_set_law(report.cycle.trees)
         report.extras["root_optimum"] = fmt_number(per_node_optimum_exact(inst.target_law(()), sets), ex)
@@ -136,18 +150,30 @@ def render(report: Report, case: dict, source: str) -> str:
     lines.append(f"  {params}  arithmetic={c.arithmetic}" + (f"  [{', '.join(variants)}]" if variants else ""))
     L = inst.seq_len
     verdict = "LOSSLESS" if j["lossless"] else "NOT LOSSLESS"
-    lines.append(f"verdict: {verdict}   max |continued - p_T| = {j['max_abs_deviation']} over the {inst.n}^{L} sequences of length {L}")
+    lines.append(
+        f"verdict: {verdict}   max |continued - p_T| = {j['max_abs_deviation']} "
+        f"over the {inst.n}^{L} sequences of length {L}"
+    )
     if not j["lossless"]:
-        lines.append(f"  worst sequence {j['worst_sequence']}: continued law {j['worst_continued']} vs target {j['worst_target']}")
+        lines.append(
+            f"  worst sequence {j['worst_sequence']}: continued law {j['worst_continued']} "
+            f"vs target {j['worst_target']}"
+        )
     draws = "not counted (over the time cap)" if j["joint_draws"] is None else j["joint_draws"]
-    lines.append(f"tau = E|O| = {j['tau']}   root acceptance = {j['root_acceptance']}   "
-                 f"joint draws = {draws}   classes = {j['classes']}   ({j['enumerator']}, {report.seconds:.3f} s)")
+    lines.append(
+        f"tau = E|O| = {j['tau']}   root acceptance = {j['root_acceptance']}   "
+        f"joint draws = {draws}   classes = {j['classes']}   ({j['enumerator']}, {report.seconds:.3f} s)"
+    )
     if "theorem3" in j:
         t = j["theorem3"]
-        lines.append(f"Theorem 3: closed form alpha = {t['alpha_closed_form']} "
-                     f"({'agrees with' if t['agrees'] else 'DIFFERS FROM'} the enumeration)")
+        lines.append(
+            f"Theorem 3: closed form alpha = {t['alpha_closed_form']} "
+            f"({'agrees with' if t['agrees'] else 'DIFFERS FROM'} the enumeration)"
+        )
     if "root_optimum" in j:
-        lines.append(f"per-node optimum at the root (best lossless acceptance for this child-set law) = {j['root_optimum']}")
+        lines.append(
+            f"per-node optimum at the root (best lossless acceptance for this child-set law) = {j['root_optimum']}"
+        )
     lines.append("first token:   token  cycle law      target p_T")
     target = inst.target_law(())
     for t in range(inst.n):

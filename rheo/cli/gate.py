@@ -1,5 +1,6 @@
 """``rheo gate``: the lossless-regression gate, or with ``--impl`` the checks of another
 implementation (``rheo.checks.gate``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,40 +16,49 @@ from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
 def add_parser(sub: argparse._SubParsersAction) -> None:
     fmt = FORMATTER
     gate = sub.add_parser(
-        "gate", formatter_class=fmt,
+        "gate",
+        formatter_class=fmt,
         help="the lossless-regression gate (or, with --impl, the checks of another implementation)",
         description="Without --impl, the gate for this engine:\n"
-                    "  exact matrix      every lossless family (rheo m=0,1,2, topk, epsilon, target filters; T 0,\n"
-                    "                    1/2, 1; sparse on/off; budgets 1..full; beams) certified on generated\n"
-                    "                    instances: the deviation must be exactly 0\n"
-                    "  negative controls every wrong-on-purpose variant (docs/spec.md §2-§4) and the paper's constant\n"
-                    "                    proxy must be CAUGHT: its saved counterexample replayed exactly, and a\n"
-                    "                    fresh Hypothesis search must find and shrink a new one (written to --out)\n"
-                    "  fastpath          decision equality with the reference, cycle law (chi-square), and a\n"
-                    "                    calibration that must fire on planted bugs (skipped without torch)\n\n"
-                    "With --impl MODULE:OBJECT, the checks of that implementation: decision equality\n"
-                    "against the reference on shrinkable generated cases, and its cycle law. The\n"
-                    "protocol (build_tree and/or verify) is in `python -c \"import rheo.checks.harness as h;\n"
-                    "help(h)\"` and docs/gate.md, \"Checking another implementation\".\n\n"
-                    "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
-                    "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
-                    "end to end on the real model SmolLM2-135M, which needs the hf extra).\n"
-                    "Progress goes to stderr, one line per check.",
+        "  exact matrix      every lossless family (rheo m=0,1,2, topk, epsilon, target filters; T 0,\n"
+        "                    1/2, 1; sparse on/off; budgets 1..full; beams) certified on generated\n"
+        "                    instances: the deviation must be exactly 0\n"
+        "  negative controls every wrong-on-purpose variant (docs/spec.md §2-§4) and the paper's constant\n"
+        "                    proxy must be CAUGHT: its saved counterexample replayed exactly, and a\n"
+        "                    fresh Hypothesis search must find and shrink a new one (written to --out)\n"
+        "  fastpath          decision equality with the reference, cycle law (chi-square), and a\n"
+        "                    calibration that must fire on planted bugs (skipped without torch)\n\n"
+        "With --impl MODULE:OBJECT, the checks of that implementation: decision equality\n"
+        "against the reference on shrinkable generated cases, and its cycle law. The\n"
+        'protocol (build_tree and/or verify) is in `python -c "import rheo.checks.harness as h;\n'
+        'help(h)"` and docs/gate.md, "Checking another implementation".\n\n'
+        "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
+        "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
+        "end to end on the real model SmolLM2-135M, which needs the hf extra).\n"
+        "Progress goes to stderr, one line per check.",
         epilog="exit status: 0 every check passed (skips allowed unless --strict), 1 a check failed,\n"
-               "2 bad input\n\n"
-               "examples:\n"
-               "  rheo gate                                              # quick profile, table\n"
-               "  rheo gate --profile deep --junit gate.xml              # for a CI system\n"
-               "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
-               "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
-               "  rheo gate --impl examples.buggy_impl:TokenTieBreak --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json")
-    gate.add_argument("--profile", choices=tuple(PROFILES), default="quick",
-                      help="quick (default), deep, or smoke (toy sizes that run every check in seconds: for "
-                           "testing rheo itself, not evidence)")
+        "2 bad input\n\n"
+        "examples:\n"
+        "  rheo gate                                              # quick profile, table\n"
+        "  rheo gate --profile deep --junit gate.xml              # for a CI system\n"
+        "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
+        "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
+        "  rheo gate --impl examples.buggy_impl:TokenTieBreak \\\n"
+        "      --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json",
+    )
+    gate.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        default="quick",
+        help="quick (default), deep, or smoke (toy sizes that run every check in seconds: for "
+        "testing rheo itself, not evidence)",
+    )
     gate.add_argument("--impl", metavar="MODULE:OBJECT", help="check this implementation instead of the engine")
     gate.add_argument("--replay", metavar="FILE", help="with --impl: rerun one saved decision-equality counterexample")
     gate.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
-    gate.add_argument("--out", metavar="DIR", default="rheo-gate", help="where counterexample files go (default rheo-gate/)")
+    gate.add_argument(
+        "--out", metavar="DIR", default="rheo-gate", help="where counterexample files go (default rheo-gate/)"
+    )
     gate.add_argument("--junit", metavar="PATH", help="also write JUnit XML here")
     gate.add_argument("--strict", action="store_true", help="a skipped check (e.g. no torch) fails the gate")
     add_json_flag(gate)
@@ -70,8 +80,12 @@ def cmd_gate(args) -> int:
                 cmp = replay(impl, args.replay)
             except (KeyError, ValueError) as e:
                 return fail(f"--replay: {args.replay} is not a decision-equality counterexample file ({e})")
-            out = {"status": cmp.check.status, "detail": cmp.check.detail, "reference": cmp.reference,
-                   "implementation": cmp.implementation}
+            out = {
+                "status": cmp.check.status,
+                "detail": cmp.check.detail,
+                "reference": cmp.reference,
+                "implementation": cmp.implementation,
+            }
             emit(json.dumps(out) if args.json else f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}")
             return 1 if cmp.check.status == "differs" else 0
     profile = PROFILES[args.profile]
@@ -86,9 +100,20 @@ def cmd_gate(args) -> int:
         Path(args.junit).write_text(junit_xml(results), encoding="utf-8")
     failed = s["fail"] > 0 or (args.strict and s["skip"] > 0)
     if args.json:
-        emit(json.dumps({"passed": not failed, "profile": args.profile, "implementation": args.impl,
-                         "summary": s, "checks": [r.to_json() for r in results]}))
+        emit(
+            json.dumps(
+                {
+                    "passed": not failed,
+                    "profile": args.profile,
+                    "implementation": args.impl,
+                    "summary": s,
+                    "checks": [r.to_json() for r in results],
+                }
+            )
+        )
     else:
-        head = f"rheo gate, profile {args.profile}" + (f", implementation {args.impl} ({impl.provides()})" if impl else "")
+        head = f"rheo gate, profile {args.profile}" + (
+            f", implementation {args.impl} ({impl.provides()})" if impl else ""
+        )
         emit(render(results, args.profile, head))
     return 1 if failed else 0

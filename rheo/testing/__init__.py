@@ -9,6 +9,7 @@
 
 Everything here needs torch (``pip install "rheosampling[torch]"``).
 """
+
 from .tables import HashTableModel, PrefixTableModel, ReferenceTableModel, law_logits
 from .tiny_model import TinyTreeLM
 

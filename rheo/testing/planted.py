@@ -3,6 +3,7 @@ fastpath configuration or a tampering with the uniforms that is NOT lossless, so
 check at the gate's sample size must fire on it (``rheo gate``'s calibration check and
 tests/test_fastpath_statistical.py use them).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,5 +1,6 @@
 """float32 against float64 on the fastpath (docs/spec.md §7): how often the trees and
 outputs agree on the same uniforms, and how far scores and residual laws move."""
+
 from __future__ import annotations
 
 import torch
@@ -35,5 +36,10 @@ def float32_deviation(*, vocab: int = 2000, batch: int = 256, cycles: int = 4, s
             max_score = max(max_score, float((trees[0].scores - trees[1].scores)[same_tree].abs().max()))
             dp = (trees[0].sample_probs - trees[1].sample_probs.to(torch.float64))[same_tree].abs().max()
             max_prob = max(max_prob, float(dp))
-    return {"requests": total, "tree_agreement": agree_tree / total, "output_agreement": agree_out / total,
-            "max_abs_score_deviation": max_score, "max_abs_residual_prob_deviation": max_prob}
+    return {
+        "requests": total,
+        "tree_agreement": agree_tree / total,
+        "output_agreement": agree_out / total,
+        "max_abs_score_deviation": max_score,
+        "max_abs_residual_prob_deviation": max_prob,
+    }

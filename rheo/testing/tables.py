@@ -9,6 +9,7 @@ only); ``ReferenceTableModel`` serves a reference ``Instance``'s tables. Each ha
 reference engine the same laws (``reference_instance``), which is what the differential and
 statistical checks compare against.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,10 +52,12 @@ class _TableBase:
 
     def reference_instance(self, i: int, cfg: Params, temperature: float) -> Instance:
         """Request i's current laws as a float64 reference ``Instance`` for ``cfg``."""
-        return Instance(self.vocab_size,
-                        Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
-                        Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"))),
-                        cfg.replace(temperature=Temperature.parse(temperature, exact=False)))
+        return Instance(
+            self.vocab_size,
+            Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
+            Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"))),
+            cfg.replace(temperature=Temperature.parse(temperature, exact=False)),
+        )
 
 
 class HashTableModel(_TableBase):
@@ -68,10 +71,21 @@ class HashTableModel(_TableBase):
     a callable that gathers only the visited nodes' rows (statistical runs at large V).
     """
 
-    def __init__(self, vocab_size: int, batch: int, *, seed: int = 0, rows: int = 256, scale: float = 2.0,
-                 draft_noise: float = 1.0, zero_fraction: float = 0.0, shared_context: bool = False,
-                 lazy_target: bool = False, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        batch: int,
+        *,
+        seed: int = 0,
+        rows: int = 256,
+        scale: float = 2.0,
+        draft_noise: float = 1.0,
+        zero_fraction: float = 0.0,
+        shared_context: bool = False,
+        lazy_target: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
         if not 1 <= vocab_size <= 1 << 20:
             raise ValueError(f"vocab_size: must be in [1, {1 << 20}], got {vocab_size}")
         g = torch.Generator().manual_seed(seed)
@@ -102,8 +116,9 @@ class HashTableModel(_TableBase):
         ctx = self.context if requests is None else self.context[requests]
         return self._rows(_fold(ctx.view((-1,) + (1,) * (prefixes.dim() - 2)).expand(prefixes.shape[:-1]), prefixes))
 
-    def prefix_logits(self, prefixes: torch.Tensor, side: str = "target",
-                      requests: torch.Tensor | None = None) -> torch.Tensor:
+    def prefix_logits(
+        self, prefixes: torch.Tensor, side: str = "target", requests: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits at token paths [n, ..., L] (-1 padded) of ``requests`` [n] (default all):
         [n, ..., V]."""
         return self.banks[side][self._prefix_rows(prefixes, requests)]
@@ -120,6 +135,7 @@ class HashTableModel(_TableBase):
         rows, bank = self._prefix_rows(tree.prefixes), self.banks["target"]
         out: torch.Tensor | TargetFn
         if self.lazy_target:  # only the visited nodes' rows are ever materialized
+
             def out(ix: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
                 return bank[rows[ix, nodes]]
         else:
@@ -131,7 +147,7 @@ class HashTableModel(_TableBase):
         self.context = _fold(self.context, result.tokens)
 
     def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
-        h = self.context[i:i + 1].cpu()
+        h = self.context[i : i + 1].cpu()
         if prefix:
             h = _fold(h, torch.tensor([list(prefix)], dtype=torch.int64))
         return self.banks[side][int(self._rows(h)[0])].cpu()
@@ -142,8 +158,15 @@ class PrefixTableModel(_TableBase):
     a Python loop over nodes, for tests only). The prefix is relative to the cycle root;
     ``advance`` does nothing (every cycle starts from the same root)."""
 
-    def __init__(self, vocab_size: int, batch: int, target: LogitsFn, draft: LogitsFn,
-                 dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        batch: int,
+        target: LogitsFn,
+        draft: LogitsFn,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+    ) -> None:
         self.vocab_size, self.batch = vocab_size, batch
         self.device = torch.device(device or "cpu")
         self.fns = {"target": target, "draft": draft}
@@ -185,8 +208,9 @@ class ReferenceTableModel(_TableBase):
     a gather by a mixed-radix prefix code. Every request starts from the same root, so a
     batch of b requests is b independent cycles of the same instance (statistical tests)."""
 
-    def __init__(self, inst: Instance, batch: int, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self, inst: Instance, batch: int, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+    ) -> None:
         import itertools
 
         n, D = inst.n, inst.config.depth
@@ -197,8 +221,9 @@ class ReferenceTableModel(_TableBase):
         if size > 5_000_000:
             raise ValueError(f"vocab_size {n} at depth {D}: {size} prefix codes, too many for a table")
         uniform = [0.0] * n
-        tables = {s: torch.tensor([uniform] * 1, dtype=torch.float64).expand(size, n).clone()
-                  for s in ("target", "draft")}
+        tables = {
+            s: torch.tensor([uniform] * 1, dtype=torch.float64).expand(size, n).clone() for s in ("target", "draft")
+        }
         for length in range(D + 1):
             for prefix in itertools.product(range(n), repeat=length):
                 code = self._code_of(prefix)
@@ -223,8 +248,9 @@ class ReferenceTableModel(_TableBase):
     def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
         return self.tables[side][self._code_of(prefix)].cpu()
 
-    def prefix_logits(self, prefixes: torch.Tensor, side: str = "target",
-                      requests: torch.Tensor | None = None) -> torch.Tensor:
+    def prefix_logits(
+        self, prefixes: torch.Tensor, side: str = "target", requests: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits at token paths [n, ..., L] (-1 padded): [n, ..., V] (every request has
         the same root, so ``requests`` does not matter)."""
         return self.tables[side][self._codes(prefixes)]

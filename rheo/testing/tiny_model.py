@@ -20,6 +20,7 @@ Per cycle, as in a serving engine:
 ``reference_instance`` hands the reference engine those laws, so the fastpath driving this
 model is compared with the reference decision by decision (tests/test_fastpath_models.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,18 @@ from rheo.testing.tables import _TableBase
 
 
 class TinyTreeLM(_TableBase):
-    def __init__(self, vocab_size: int, prompts: torch.Tensor, *, d: int = 16, max_len: int = 256, seed: int = 0,
-                 draft_noise: float = 0.5, dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        prompts: torch.Tensor,
+        *,
+        d: int = 16,
+        max_len: int = 256,
+        seed: int = 0,
+        draft_noise: float = 0.5,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+    ) -> None:
         """prompts: [b, P] token ids (P >= 1); the last prompt token is the first root."""
         g = torch.Generator().manual_seed(seed)
         dev = torch.device(device or "cpu")
@@ -59,16 +69,20 @@ class TinyTreeLM(_TableBase):
         self.h = torch.zeros_like(self.k)
         self.length = torch.zeros(b, dtype=torch.int64, device=dev)
         if P > 1:  # prefill everything but the root
-            k, v, h = self._layer(prompts[:, :-1], torch.arange(P - 1, device=dev).expand(b, P - 1),
-                                  torch.ones((b, P - 1, P - 1), dtype=torch.bool, device=dev).tril())
-            self.k[:, :P - 1], self.v[:, :P - 1], self.h[:, :P - 1] = k, v, h
+            k, v, h = self._layer(
+                prompts[:, :-1],
+                torch.arange(P - 1, device=dev).expand(b, P - 1),
+                torch.ones((b, P - 1, P - 1), dtype=torch.bool, device=dev).tril(),
+            )
+            self.k[:, : P - 1], self.v[:, : P - 1], self.h[:, : P - 1] = k, v, h
             self.length[:] = P - 1
         self._rows_g: torch.Tensor | None = None  # [b, n, d] the head's states at the last query's rows
         self._tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # k, v, h [b, R+1, d] of the tree
 
     # ---- the transformer ----
-    def _layer(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-               cache: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _layer(
+        self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """tokens, positions [b, n]; mask [b, n, n] among the new tokens; with ``cache`` the
         new tokens also attend to the cached positions < length. Returns k, v, h [b, n, d]."""
         x = self.emb[tokens] + self.pos[positions]
@@ -92,8 +106,11 @@ class TinyTreeLM(_TableBase):
         """Target logits after ``tokens`` (request i, from scratch, no cache): [V]."""
         t = torch.tensor([tokens], device=self.device)
         n = t.shape[1]
-        _, _, h = self._layer(t, torch.arange(n, device=self.device).unsqueeze(0),
-                              torch.ones((1, n, n), dtype=torch.bool, device=self.device).tril())
+        _, _, h = self._layer(
+            t,
+            torch.arange(n, device=self.device).unsqueeze(0),
+            torch.ones((1, n, n), dtype=torch.bool, device=self.device).tril(),
+        )
         return (h[0, -1] @ self.out).cpu()
 
     # ---- the draft head ----
