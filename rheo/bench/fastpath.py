@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import torch
 
-from rheo.fastpath import FastConfig, Uniforms, build_tree, verify
+from rheo.fastpath import PAPER_TREE, Params, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
 from rheo.fastpath.verify_naive import verify_naive
 from rheo.testing import HashTableModel
@@ -82,20 +82,18 @@ def bench_fastpath(
     *,
     batches=(1, 16, 64),
     vocab: int = 128256,
-    K: int = 10,
-    depth: int = 8,
-    budget: int = 60,
-    m: int = 1,
-    draft_top_k: int = 128,
+    params: Params = PAPER_TREE,
     repeats: int = 5,
     naive_batch: int = 64,
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Time the fastpath, forwards excluded; returns the rows and ratios as a dict (the CLI
-    renders it). ``progress`` hears one line per batch size."""
+    renders it). ``params`` is the Rheo configuration timed (Top-K on the same tree beside it);
+    ``progress`` hears one line per batch size."""
     say = progress or (lambda msg: None)
-    cfg = FastConfig(K=K, depth=depth, budget=budget, m=m, draft_top_k=draft_top_k)
+    cfg = params
+    K, depth, budget, m, draft_top_k = cfg.K, cfg.depth, cfg.budget, cfg.m, cfg.draft_top_k
     topk_cfg = cfg.replace(policy="topk")
     out: dict[str, Any] = {
         "device": str(device),

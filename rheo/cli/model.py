@@ -54,14 +54,22 @@ def add_parsers(sub, bsub, add_json_flag, fmt=argparse.RawDescriptionHelpFormatt
         default="rheo",
         help="rheo (default), topk (vanilla dynamic tree) or ar (no speculation)",
     )
-    g.add_argument("--m", type=int, default=1, help="Rheo's deterministic leads per node (0..K-1, default 1)")
+    t0 = PAPER_TREE
+    g.add_argument("--m", type=int, default=t0.m, help=f"Rheo's deterministic leads per node (0..K-1, default {t0.m})")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature >= 0 (default 1.0; 0 greedy)")
     g.add_argument("--max-new-tokens", type=int, default=128, help="stop after this many tokens (default 128)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    g.add_argument("--K", type=int, default=10, help="children per expanded node (default 10)")
-    g.add_argument("--depth", type=int, default=8, help="tree depth D (default 8; EAGLE's depth argument 7)")
-    g.add_argument("--budget", type=int, default=60, help="draft nodes R per cycle (default 60)")
-    g.add_argument("--draft-top-k", type=int, default=128, help="sparse draft law size (default 128)")
+    g.add_argument("--K", type=int, default=t0.K, help=f"children per expanded node (default {t0.K})")
+    g.add_argument(
+        "--depth",
+        type=int,
+        default=t0.depth,
+        help=f"tree depth D (default {t0.depth}; EAGLE's depth argument {t0.depth - 1})",
+    )
+    g.add_argument("--budget", type=int, default=t0.budget, help=f"draft nodes R per cycle (default {t0.budget})")
+    g.add_argument(
+        "--draft-top-k", type=int, default=t0.draft_top_k, help=f"sparse draft law size (default {t0.draft_top_k})"
+    )
     g.add_argument(
         "--head", default=None, metavar="FILE", help="a draft head .safetensors (default: the committed one)"
     )
