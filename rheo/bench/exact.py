@@ -3,6 +3,8 @@
 All instances are generated (``rheo.reference.generate.hashed_instance``, seed 0): exact
 tables that differ at every prefix, every weight in 1..20 (full support, so every
 expansion draws from all non-lead tokens).
+
+Specification: docs/spec.md §5 (what is certified).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ and the time spent answering forwards is measured and subtracted. Per batch size
 
 Runs alternate between the variants being compared (A B A B ...) and report medians; a
 cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs).
+
+Specification: docs/spec.md §1-§4 (the algorithm timed), §7 (its uniforms).
 """
 
 from __future__ import annotations

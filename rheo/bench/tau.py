@@ -9,6 +9,8 @@ seeds, then over prompts; the 95% interval is a percentile bootstrap over prompt
 resamples), and the ratio to Top-K is bootstrapped paired (the same resampled prompts).
 Wall-clock tokens/s is compared with plain autoregressive sampling (one target forward per
 token, KV cache) on the same prompts.
+
+Specification: docs/spec.md §4 (tau = E|O|).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ Profiles: ``quick`` (the default, under 3 minutes on a 2-core machine: the saved
 bounded reproducible searches, 200,000-cycle samples) and ``deep`` (fresh random searches
 with 10x the examples, more exact configurations, 1,000,000-cycle samples; like the
 ``deep`` test profile).
+
+Specification: docs/spec.md §2-§4 (the variants its controls must catch), §5 (what the exact matrix certifies), §7.
 """
 
 from __future__ import annotations

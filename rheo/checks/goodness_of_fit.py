@@ -11,6 +11,8 @@ equality for a half/half split of the mass), so the bound holds for every direct
 >>> r = gof({"a": 480, "b": 520}, {"a": 0.5, "b": 0.5}, alpha=1e-6)
 >>> r.reject, r.bins
 (False, 2)
+
+Specification: docs/spec.md §5 (the exact laws the counts are tested against).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ plugin when rheosampling is installed).
 A failure raises AssertionError with the shrunk difference; the counterexample is written
 as JSON under the test's ``tmp_path``, and its path is in the message. ``rheo_checker.
 decisions(...)`` and ``.cycle_law(...)`` run one check and return its outcome.
+
+Specification: docs/spec.md §7 (the uniforms an implementation follows).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@
 
 Every test states its alpha (the check's total false-positive rate is split over its
 tests, Bonferroni) and the total-variation distance it detects with power 0.99.
+
+Specification: docs/spec.md §0 (p_T), §5 (losslessness).
 """
 
 from __future__ import annotations

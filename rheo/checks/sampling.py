@@ -5,6 +5,8 @@
 the counts with the exact cycle law from ``rheo.reference`` by ``rheo.checks.goodness_of_fit.gof``.
 ``tamper`` plants an implementation bug in the uniforms (e.g. one uniform reused for two
 decisions) for the calibration tests.
+
+Specification: docs/spec.md §5 (the cycle law and Theorem 1's continued law).
 """
 
 from __future__ import annotations

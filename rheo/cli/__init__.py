@@ -4,6 +4,8 @@ real-model commands in ``model``), the shared parts in ``common``.
 Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a finding
 (NOT lossless, a failed check, a missed target), 2 = bad input (one line on stderr naming
 the field), 3 = gave up at --timeout.
+
+Specification: docs/spec.md §8 (case files, `rheo exact`, exit status).
 """
 
 from __future__ import annotations

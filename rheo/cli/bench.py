@@ -1,6 +1,9 @@
 """``rheo bench exact`` and ``rheo bench fastpath``: each benchmark returns a dict
 (``rheo.bench``) that this module prints as a table or as JSON. ``rheo bench tau`` is in
-``rheo.cli.model``."""
+``rheo.cli.model``.
+
+Specification: docs/spec.md §5 (bench exact), §1-§4 (bench fastpath).
+"""
 
 from __future__ import annotations
 

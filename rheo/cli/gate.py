@@ -1,5 +1,8 @@
 """``rheo gate``: the lossless-regression gate, or with ``--impl`` the checks of another
-implementation (``rheo.checks.gate``)."""
+implementation (``rheo.checks.gate``).
+
+Specification: docs/spec.md §5, §7 (what the gate checks).
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 They need the ``hf`` extra and the GGUF package; without them each stops with one line
 naming the exact pip command (exit 2), never a traceback.
+
+Specification: docs/spec.md §3-§4 (the trees and the verifier the real model runs).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ uniform noise to the true features to make that robust.
 
 For SmolLM2-135M (H = 576) that is 4.2M trainable parameters; ``rheo train-draft`` trains
 them and the package ships the result in fp16 (``weights/``).
+
+Specification: docs/spec.md §1 (the draft law the head provides).
 """
 
 from __future__ import annotations

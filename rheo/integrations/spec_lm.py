@@ -21,6 +21,8 @@ Per cycle, as in ``rheo.fastpath.tiny_model`` (its table-free twin):
 
 ``target_law_after(tokens)`` recomputes the target from scratch (no cache, no tree), which
 is what the losslessness checks compare with.
+
+Specification: docs/spec.md §3-§4 (tree forward and verification), §7.
 """
 
 from __future__ import annotations

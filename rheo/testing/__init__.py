@@ -8,6 +8,8 @@
   statistical checks (they must fire on them).
 
 Everything here needs torch (``pip install "rheosampling[torch]"``).
+
+Specification: docs/spec.md §7 (table models serve the same laws to both engines).
 """
 
 from .tables import HashTableModel, PrefixTableModel, ReferenceTableModel, law_logits
