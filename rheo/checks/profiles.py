@@ -1,4 +1,4 @@
-"""Hypothesis profiles for the test suites (`rheo gate` sets its own search sizes: rheo.checks.gate.PROFILES).
+"""Hypothesis profiles for the test suites (`rheo gate` sets its own search sizes: rheo.checks.outcome.PROFILES).
 
 - ``dev``  (default on a workstation): few examples, quick feedback.
 - ``ci``   (default when the CI environment variable is set): Hypothesis' built-in ci

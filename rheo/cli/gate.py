@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         'help(h)"` and docs/gate.md, "Checking another implementation".\n\n'
         "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
-        "end to end on the real model SmolLM2-135M, which needs the hf extra).\n"
+        "end to end on the real model SmolLM2-135M, which needs the hf extra); smoke (toy\n"
+        "sizes, every check in seconds: for testing rheo itself, not evidence).\n"
         "Progress goes to stderr, one line per check.",
         epilog="exit status: 0 every check passed (skips allowed unless --strict), 1 a check failed,\n"
         "2 bad input\n\n"

@@ -1,7 +1,7 @@
 """A real target and its EAGLE-style head behind the fastpath's ``SpecModel`` interface,
 and the speculative generation loop (one request at a time).
 
-Per cycle, as in ``rheo.fastpath.tiny_model`` (its table-free twin):
+Per cycle, as in ``rheo.testing.tiny_model`` (``TinyTreeLM``, its table-free twin):
 
 - the root is the last committed token; its key/value is not in the target's cache yet
   (after a cycle the root is the bonus/correction token, which the target has never seen,
