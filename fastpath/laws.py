@@ -114,11 +114,11 @@ def apply_filters(p: torch.Tensor, filters: TargetFilters) -> torch.Tensor:
     if filters.top_p is not None:
         vals, ids = torch.sort(p, dim=-1, descending=True, stable=True)  # (prob desc, id asc)
         before = torch.cumsum(vals, -1) - vals  # mass of the better-ranked tokens
-        keep_sorted = (before < filters.top_p) & (vals > 0)
+        keep_sorted = (before < float(filters.top_p)) & (vals > 0)
         keep = torch.zeros_like(keep_sorted).scatter_(-1, ids, keep_sorted)
         p = _renormalized(p, keep)
     if filters.min_p is not None:
-        p = _renormalized(p, p >= filters.min_p * p.amax(-1, keepdim=True))
+        p = _renormalized(p, p >= float(filters.min_p) * p.amax(-1, keepdim=True))
     return p
 
 

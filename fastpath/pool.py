@@ -155,4 +155,4 @@ def rheo_proxy(q: torch.Tensor, params: Params) -> torch.Tensor:
     assert m is not None  # Params requires m under policy "rheo"
     if m >= 1:
         return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
-    return torch.clamp(q[..., 0] + params.epsilon, max=1.0)
+    return torch.clamp(q[..., 0] + float(params.epsilon), max=1.0)

@@ -14,7 +14,6 @@ from typing import Any
 
 from .numbers import CaseError, Law, Number, Temperature, apply_filters, keep_top_k, parse_exact, rank_order, temper
 from .params import UNTEMPERED, Params, Prefix, parse_prefix, prefix_key
-from .params import Number as ParamNumber
 
 Config = Params  # the reference's name for the one parameter type (rheo.reference.params)
 # a table in the Python API: {prefix tuple or "*" or "0,2": law}, one law for every prefix, or prefix -> law
@@ -189,7 +188,7 @@ class Instance:
             laws.untempered_residual = residual_from(q, UNTEMPERED)
         return laws
 
-    def _proxy_value(self, prefix: Prefix, laws: NodeLaws) -> ParamNumber:
+    def _proxy_value(self, prefix: Prefix, laws: NodeLaws) -> Number:
         c, p = self.config, self.config.proxy
         q, ranked = laws.q, laws.ranked
         one = self.one
@@ -200,6 +199,7 @@ class Instance:
                 return min(q[laws.leads[-1]], z)
             return min(q[ranked[0]] + c.epsilon, one)
         if p.kind == "constant":
+            assert p.value is not None  # Params reads a constant proxy with its value
             return p.value
         if p.kind == "per_prefix":
             assert p.table is not None  # Params reads a per_prefix proxy with its table
@@ -212,7 +212,8 @@ class Instance:
             return v
         if p.kind == "callable":
             assert p.fn is not None  # Params reads a callable proxy with its function
-            return p.fn(prefix, laws)
+            value: Number = p.fn(prefix, laws)
+            return value
         raise CaseError("proxy", f"unknown proxy kind {p.kind!r}")
 
     def rank_bound(self, prefix: Prefix) -> Number | None:

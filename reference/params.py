@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, get_args
 
-from .numbers import CaseError, Temperature, parse_exact
+from .numbers import CaseError, Number, Temperature, parse_exact
 
 Policy = Literal["rheo", "topk"]
 Verifier = Literal["rheo", "sample_last", "class_law"]
@@ -38,7 +38,6 @@ DraftLaw = Literal["sampled", "dense", "untempered"]
 TieBreak = Literal["slot", "token"]
 Arithmetic = Literal["exact", "float64"]
 ProxyKind = Literal["rheo", "self", "constant", "per_prefix", "callable"]
-Number = Any  # Fraction in exact arithmetic, float in float64 (shadow numbers in proofs_tests/symbolic.py)
 Prefix = tuple[int, ...]
 
 UNTEMPERED = Temperature("1", False, 1, 1.0)
@@ -101,6 +100,7 @@ class Proxy:
     def describe(self) -> str | dict[str, Any]:
         """The case-file spelling of this proxy."""
         if self.kind == "constant":
+            assert self.value is not None
             return {"constant": _text(self.value)}
         if self.kind == "per_prefix":
             assert self.table is not None
@@ -205,7 +205,7 @@ class Params:
             raise CaseError("epsilon", f"must be >= 0, got {self.epsilon}")
         p = self.proxy
         _need_choice("proxy", p.kind, ProxyKind)
-        if p.kind == "constant" and not (0 < p.value <= 1):  # type: ignore[operator]  # a constant has its value
+        if p.kind == "constant" and (p.value is None or not (0 < p.value <= 1)):
             raise CaseError("proxy.constant", f"must lie in (0, 1], got {p.value}")
         if p.kind == "per_prefix":
             for k, v in (p.table or {}).items():
@@ -250,6 +250,7 @@ class Params:
         p = self.proxy
         proxy = p
         if p.kind == "constant":
+            assert p.value is not None  # a constant proxy is built with its value
             proxy = Proxy("constant", value=conv(p.value))
         elif p.kind == "per_prefix":
             proxy = Proxy("per_prefix", table={k: conv(v) for k, v in (p.table or {}).items()})

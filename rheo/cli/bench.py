@@ -11,8 +11,9 @@ import argparse
 import json
 
 from rheo.bench.exact import run_bench_exact
+from rheo.checks.gate import INSTALL_TORCH
 from rheo.cli import model
-from rheo.cli.common import FORMATTER, INSTALL_TORCH, Parser, add_json_flag, emit, fail, progress
+from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, fail, progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:

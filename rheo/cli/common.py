@@ -12,7 +12,6 @@ import argparse
 import sys
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
-INSTALL_TORCH = 'pip install "rheosampling[torch]"'
 
 
 class Parser(argparse.ArgumentParser):

