@@ -198,3 +198,27 @@ def test_the_optional_set_is_not_vacuous():
     needs = _needs_optional()
     assert {"rheo.fastpath", "rheo.checks.sampling", "rheo.testing"} <= needs
     assert not needs & {"rheo.reference", "rheo.checks.gate", "rheo.checks.harness", "rheo.casefile", "rheo.cli"}
+
+
+# ---- the rules can fail: each check fires on a planted violation ----
+
+
+def test_a_planted_cycle_is_caught(monkeypatch):
+    planted = {**IMPORTS, "rheo.checks.outcome": [*IMPORTS["rheo.checks.outcome"], ("rheo.checks.gate", True, 1)]}
+    monkeypatch.setitem(globals(), "IMPORTS", planted)
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_no_import_cycle()
+
+
+def test_a_planted_forbidden_arrow_is_caught(monkeypatch):
+    planted = {**IMPORTS, "rheo.reference.tree": [*IMPORTS["rheo.reference.tree"], ("rheo.casefile", True, 1)]}
+    monkeypatch.setitem(globals(), "IMPORTS", planted)
+    with pytest.raises(AssertionError, match="imports rheo.casefile"):
+        test_arrows_run_one_way("rheo.reference.tree")
+
+
+def test_a_planted_lazy_import_is_caught(monkeypatch):
+    planted = {**IMPORTS, "rheo.checks.gate": [*IMPORTS["rheo.checks.gate"], ("rheo.casefile", False, 1)]}
+    monkeypatch.setitem(globals(), "IMPORTS", planted)
+    with pytest.raises(AssertionError, match="inside a function"):
+        test_project_imports_sit_at_module_level()
