@@ -84,10 +84,30 @@ def test_bad_input_exits_2_with_one_line(tmp_path, content, needle):
     path.write_text(content)
     r = rheo("exact", str(path), "--json")
     assert r.returncode == 2
-    assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+    assert json.loads(r.stdout) == {"error": lines[0].removeprefix("rheo: error: ")}  # under --json, also on stdout
+    plain = rheo("exact", str(path))
+    assert plain.returncode == 2 and plain.stdout == "" and plain.stderr == r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("exact", "--example", "nope"),
+        ("--json", "exact", "no/such.json"),
+        ("bench", "exact", "--limit", "0"),
+        ("gate", "--only", "no-such-check"),
+        ("gate", "--impl", "examples.loop_impl:Missing"),
+        ("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cycles", "0"),
+    ],
+)
+def test_every_command_prints_a_json_error_object_under_json(args):
+    r = rheo(*args, *(() if "--json" in args else ("--json",)))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("rheo: error: "), r.stderr
+    assert json.loads(r.stdout) == {"error": lines[0].removeprefix("rheo: error: ")}
 
 
 def test_json_flag_before_or_after_the_command():

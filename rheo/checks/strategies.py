@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
+import random
 from fractions import Fraction
 
 from hypothesis import assume
@@ -117,18 +119,7 @@ def cases(
     draft_top_k = draw(st.sampled_from(sparse))
     draft_top_k = draw(st.integers(1, n)) if draft_top_k else None
 
-    target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3, unique_by=_normalized))
-    draft_vectors = dyadic_weight_vectors(n) if dyadic_draft else weight_vectors(n, min_weight=0 if draft_zeros else 1)
-    draft_pool = draw(st.lists(draft_vectors, min_size=1, max_size=3, unique_by=_normalized))
-    assume(not set(map(_normalized, target_pool)) & set(map(_normalized, draft_pool)))
-    salt = draw(st.integers(0, 3))
-
-    target, draft = {}, {}
-    for length in range(depth + 1):
-        for prefix in itertools.product(range(n), repeat=length):
-            target[prefix_key(prefix)] = _law_strings(target_pool[_index(salt, prefix, len(target_pool))])
-            if length < depth:
-                draft[prefix_key(prefix)] = _law_strings(draft_pool[_index(salt + 7, prefix, len(draft_pool))])
+    target, draft = _draw_tables(draw, n, depth, dyadic_draft, draft_zeros)
     case = {
         "vocab_size": n,
         "target": target,
@@ -151,6 +142,110 @@ def cases(
         more = draw(extra) if isinstance(extra, st.SearchStrategy) else extra
         case.update(more)
     return case
+
+
+def _draw_tables(draw, n: int, depth: int, dyadic_draft: bool, draft_zeros: bool) -> tuple[dict, dict]:
+    """Target and draft tables over every prefix up to ``depth``: small pools of distinct
+    weight vectors (target and draft share none), assigned to prefixes by a salted hash."""
+    target_pool = draw(st.lists(weight_vectors(n, min_weight=0), min_size=1, max_size=3, unique_by=_normalized))
+    draft_vectors = dyadic_weight_vectors(n) if dyadic_draft else weight_vectors(n, min_weight=0 if draft_zeros else 1)
+    draft_pool = draw(st.lists(draft_vectors, min_size=1, max_size=3, unique_by=_normalized))
+    assume(not set(map(_normalized, target_pool)) & set(map(_normalized, draft_pool)))
+    salt = draw(st.integers(0, 3))
+
+    target, draft = {}, {}
+    for length in range(depth + 1):
+        for prefix in itertools.product(range(n), repeat=length):
+            target[prefix_key(prefix)] = _law_strings(target_pool[_index(salt, prefix, len(target_pool))])
+            if length < depth:
+                draft[prefix_key(prefix)] = _law_strings(draft_pool[_index(salt + 7, prefix, len(draft_pool))])
+    return target, draft
+
+
+def random_config(rnd: random.Random, cap: int = DEFAULT_CAP, max_vocab: int = 5, max_K: int = 4) -> dict:
+    """One configuration (a case dict without tables) drawn like ``cases(filters=True)``
+    draws its configuration: V 2..5, every policy, K, m, beam, budget, T in
+    ``TEMPERATURES``, sparse on/off, target filters; depth and beam shrunk to the cap."""
+    n = rnd.randint(2, max_vocab)
+    policy = rnd.choice(("rheo", "topk"))
+    K = rnd.randint(1, max_K)
+    m = rnd.randint(0, K - 1) if policy == "rheo" else 0
+    depth, beam = rnd.randint(1, 3), rnd.randint(1, K)
+    while depth > 1 and joint_draw_bound(n, policy, K, m, depth, 1) > cap:
+        depth -= 1
+    while beam > 1 and joint_draw_bound(n, policy, K, m, depth, beam) > cap:
+        beam -= 1
+    full = max_nodes(K, depth, beam)
+    # like Hypothesis, often a boundary: small budgets are where score ties decide survival
+    budget = rnd.choice([1, 2, K, K + 1, full]) if rnd.random() < 0.5 else rnd.randint(1, full)
+    cfg: dict = {
+        "vocab_size": n,
+        "policy": policy,
+        "K": K,
+        "depth": depth,
+        "budget": min(budget, full),
+        "beam": beam,
+        "temperature": rnd.choice(TEMPERATURES),
+        "draft_top_k": rnd.randint(1, n) if rnd.random() < 0.5 else None,
+        "target_top_k": rnd.choice([None, rnd.randint(1, n)]),
+        "target_top_p": rnd.choice([None, "1/2", "3/4", "9/10", "1"]),
+        "target_min_p": rnd.choice([None, "0", "1/10", "1/4"]),
+    }
+    if policy == "rheo":
+        cfg["m"] = m
+    return cfg
+
+
+def config_complexity(cfg: dict) -> tuple:
+    """Simplest first: shallow, small vocabulary, few slots, small budget, no filters."""
+    filters = sum(cfg.get(k) is not None for k in ("target_top_k", "target_top_p", "target_min_p"))
+    return (
+        cfg["depth"],
+        cfg["vocab_size"],
+        cfg["K"],
+        cfg["budget"],
+        cfg.get("beam") or cfg["K"],
+        cfg.get("m") or 0,
+        filters,
+        cfg.get("draft_top_k") is not None,
+        str(cfg.get("temperature")),
+        json.dumps(cfg, sort_keys=True, default=str),
+    )
+
+
+def config_pool(seed: int, size: int, extra: list[dict] | tuple = ()) -> list[dict]:
+    """``size`` configurations from ``random_config`` (seeded) plus ``extra``, without
+    repeats, simplest first (``config_complexity``): Hypothesis shrinks a ``sampled_from``
+    toward its first entries, so a shrunk counterexample has a simple configuration."""
+    rnd = random.Random(seed)
+    seen, out = set(), []
+    for cfg in [random_config(rnd) for _ in range(size)] + list(extra):
+        key = json.dumps(cfg, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(cfg)
+    return sorted(out, key=config_complexity)
+
+
+class Configs(tuple):
+    """Configurations for ``cases_from_configs``; its repr stays short (Hypothesis prints
+    strategy arguments)."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} configurations>"
+
+
+def cases_from_configs(configs: list[dict], dyadic_draft: bool = False, draft_zeros: bool = True):
+    """A case dict: one of ``configs`` (case dicts without tables, with vocab_size and
+    depth; shrinking moves toward the first) and drawn tables (as ``cases`` draws them)."""
+    return _cases_from_configs(Configs(configs), dyadic_draft, draft_zeros)
+
+
+@st.composite
+def _cases_from_configs(draw, configs: Configs, dyadic_draft: bool, draft_zeros: bool):
+    cfg = configs[draw(st.integers(0, len(configs) - 1))]
+    target, draft = _draw_tables(draw, cfg["vocab_size"], cfg["depth"], dyadic_draft, draft_zeros)
+    return {**cfg, "target": target, "draft": draft}
 
 
 def draft_prefixes(case: dict):

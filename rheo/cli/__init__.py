@@ -17,7 +17,7 @@ import sys
 
 from rheo import __version__
 from rheo.cli import bench, exact, gate, model
-from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit
+from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, errors_as_json
 from rheo.cli.exact import CASE_FORMAT
 
 MAIN_HELP = f"""\
@@ -75,6 +75,7 @@ def _main(argv=None) -> int:
     args = parser.parse_args(argv)
     # --json may stand before or after the command name
     args.json = getattr(args, "json", False) or args.json_top or getattr(args, "json_bench", False)
+    errors_as_json(args.json)
     if args.command == "exact":
         return exact.cmd_exact(args)
     if args.command == "bench":
