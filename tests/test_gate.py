@@ -2,6 +2,7 @@
 that is not caught, a lossy matrix family, a stale corpus file), and its outputs (table,
 --json, --junit, counterexample files) say what happened."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -102,15 +103,36 @@ def test_matrix_covers_every_budget_temperature_sparse_and_beam():
     assert any(c.get("epsilon") == "1/10" for c in variants) and any("target_top_p" in c for c in variants)
 
 
-def test_fastpath_checks_skip_without_torch_and_strict_fails(monkeypatch, capsys):
+def test_fastpath_checks_skip_without_torch_and_a_run_of_only_skips_fails(monkeypatch, capsys):
+    """A skipped check says why (the install line); a run in which every check was skipped
+    checked nothing, so it does not pass, --strict or not."""
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     from rheo.cli import main
 
     code = main(["gate", "--only", "fastpath: cycle", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["checks"][0]["verdict"] == "skip"
-    assert "pip install" in out["checks"][0]["detail"]
+    assert out["checks"][0]["verdict"] == "skip" and "pip install" in out["checks"][0]["detail"]
+    assert code == 1 and out["passed"] is False and out["reason"] == gate.NOTHING_CHECKED
     assert main(["gate", "--only", "fastpath: cycle", "--strict", "--json"]) == 1
+    capsys.readouterr()
+    assert main(["gate", "--only", "fastpath: cycle"]) == 1
+    assert "every check was skipped: nothing is proven" in capsys.readouterr().out
+
+
+def test_the_verdict_skips_strict_and_nothing_checked():
+    ok, skip, bad = (CheckResult(n, "g", v, 0.1, "d") for n, v in (("a", "pass"), ("b", "skip"), ("c", "fail")))
+    assert gate.gate_verdict([ok, skip]) == (True, None)
+    assert gate.gate_verdict([ok, skip], strict=True) == (False, "a check was skipped and --strict is set")
+    assert gate.gate_verdict([skip]) == (False, gate.NOTHING_CHECKED)
+    assert gate.gate_verdict([ok, bad]) == (False, "1 check failed")
+    assert "gate FAILED (t): 0 passed, 0 failed, 1 skipped in 0.1 s: every check was skipped" in gate.render(
+        [skip], "t"
+    )
+    assert "gate FAILED" in gate.render([ok, skip], "t", strict=True)
+    root = ET.fromstring(gate.junit_xml([skip]))  # a CI system reading only the JUnit file sees the failure
+    assert root.get("tests") == "2" and root.get("failures") == "1"
+    assert root.find("testcase[@name='rheo gate: verdict']/failure").get("message") == gate.NOTHING_CHECKED
+    assert ET.fromstring(gate.junit_xml([ok, skip])).get("failures") == "0"
 
 
 def test_a_crashing_check_is_a_failure(tmp_path):
@@ -138,6 +160,12 @@ def test_junit_xml_marks_failures_and_skips():
     [
         (["--only", "no-such-check"], "--only"),
         (["--replay", "x.json"], "--replay"),
+        (["--cycles", "10"], "--cycles: give the implementation too"),
+        (["--cases", "."], "--cases: give the implementation too"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "0"], "--cycles: must be a positive integer"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "-3"], "--cycles: must be a positive integer"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "many"], "invalid int value"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cases", "no/such/dir"], "is not a folder"),
         (["--impl", "nocolon"], "--impl"),
         (["--impl", "no_such_module_xyz:Obj"], "cannot import"),
         (["--impl", "examples.loop_impl:Missing"], "no attribute"),
@@ -148,7 +176,147 @@ def test_junit_xml_marks_failures_and_skips():
 def test_gate_bad_input_exits_2(args, needle):
     r = rheo("gate", *args)
     assert r.returncode == 2 and needle in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "source,needle",
+    [
+        (
+            "class Engine:\n    def __init__(self):\n        raise ValueError('needs a GPU')\n",
+            "constructing Engine raised ValueError: needs a GPU",
+        ),
+        ("def broken(:\n", "syntax error"),
+        ("import no_such_dependency_of_an_engine\n", "ModuleNotFoundError"),
+    ],
+    ids=["constructor", "syntax", "import"],
+)
+def test_an_implementation_that_cannot_be_loaded_exits_2_with_one_line_and_json(tmp_path, source, needle):
+    path = _write(tmp_path, "engine_under_test.py", source)
+    spec = f"{path}:Engine"
+    r = rheo("gate", "--impl", spec)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout == ""
+    r = rheo("gate", "--impl", spec, "--json")
+    assert r.returncode == 2 and json.loads(r.stdout) == {"error": lines[0].removeprefix("rheo: error: ")}
+    if needle.startswith("constructing"):
+        assert lines[0] == f"rheo: error: --impl {spec}: constructing Engine raised ValueError: needs a GPU"
+
+
+def test_impl_by_file_path_from_another_directory(tmp_path):
+    """examples/buggy_impl.py imports `examples.loop_impl`: the file is imported from its
+    package root, so it works from any directory."""
+    spec = f"{ROOT / 'examples' / 'buggy_impl.py'}:ReusedUniform"
+    r = rheo("gate", "--impl", spec, "--profile", "smoke", "--only", "output", "--json", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    law = json.loads(r.stdout)["checks"][0]
+    assert law["verdict"] == "fail" and law["detail"].startswith("not lossless on ")
+    assert (tmp_path / law["counterexample"]).is_file()
+
+
+def test_only_decision_on_an_implementation_with_its_own_randomness_does_not_pass(tmp_path, monkeypatch, capsys):
+    path = _write(
+        tmp_path,
+        "own_randomness_engine.py",
+        "from examples.loop_impl import LoopImplementation\n\n"
+        "class Engine(LoopImplementation):\n    follows_uniforms = False\n",
+    )
+    monkeypatch.syspath_prepend(str(ROOT))
+    from rheo.cli import main
+
+    code = main(["gate", "--impl", f"{path}:Engine", "--only", "decision", "--json", "--out", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and not out["passed"] and out["reason"] == gate.NOTHING_CHECKED
+    assert [c["verdict"] for c in out["checks"]] == ["skip"] and "follows_uniforms" in out["checks"][0]["detail"]
+
+
+def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
+    case = hashed_case(3, 4, 1, policy="rheo", K=2, m=0, budget=2, temperature="1/2")
+    _write(tmp_path / "good", "my-chain.json", json.dumps(case))
+    r = rheo(
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law",
+        "--cases", str(tmp_path / "good"), "--cycles", "300", "--json", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    law = json.loads(r.stdout)["checks"][0]
+    assert law["data"]["cycles"] == 300 and "my-chain" in law["data"]["cases"] and len(law["data"]["cases"]) == 4
+    assert "my-chain: lossless within detectable TV" in law["detail"]
+    bad = _write(tmp_path / "bad", "broken.json", json.dumps({**case, "K": 0}))
+    r = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cases", str(tmp_path / "bad"), "--json")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and str(bad) in lines[0] and "K" in lines[0], r.stderr
+    assert json.loads(r.stdout)["error"] == lines[0].removeprefix("rheo: error: ")
+    _write(tmp_path / "gap", "gap.json", json.dumps({**case, "target": {"": case["target"][""]}}))
+    r = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cases", str(tmp_path / "gap"))
+    assert r.returncode == 2 and "gap.json" in r.stderr and 'target["' in r.stderr, r.stderr
+
+
+class SpecLoop:
+    """The loop implementation, declaring that it implements docs/spec.md's algorithm."""
+
+    implements_spec = True
+
+    def __init__(self):
+        from examples.loop_impl import LoopImplementation
+
+        self.inner = LoopImplementation()
+        self.build_tree, self.verify = self.inner.build_tree, self.inner.verify
+
+
+def test_the_cycle_law_check_is_listed_only_for_implementations_of_the_spec(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from examples.loop_impl import LoopImplementation
+    from rheo.checks.harness import Implementation
+
+    names = [c.name for c in gate.impl_checks(Implementation(LoopImplementation(), "l"))]
+    assert names == [
+        "impl: decision equality (tree builder and verifier)",
+        "impl: exact certification (tree builder and verifier)",
+        "impl: output law (tree builder and verifier)",
+    ]
+    spec = gate.impl_checks(Implementation(SpecLoop(), "s"))
+    assert [c.name for c in spec][-1] == "impl: cycle law (tree builder and verifier)"
+    [res] = gate.run_checks(spec[-1:], dataclasses.replace(SMOKE, impl_cycles=2000), Path("unused"))
+    assert res.verdict == "pass" and res.detail.startswith("same cycle law as the reference on 3 cases"), res.detail
+
+
+def test_impl_matrix_covers_the_configuration_space_with_small_cases():
+    from rheo.casefile import load_case
+    from rheo.checks.impl_cases import LEVELS, filter_boundaries, impl_matrix, output_law_cases
+
+    for level in LEVELS:
+        matrix = impl_matrix(level)
+        names = [c["name"] for c in matrix]
+        assert len(set(names)) == len(names)
+        assert all(3 <= c["vocab_size"] <= 4 and c["depth"] <= 2 and c["budget"] <= 6 for c in matrix)
+        assert {c["temperature"] for c in matrix} == {"0", "1/3", "1/2", "1", "3/2"}
+        for c in matrix:
+            load_case(c)  # valid; T = 3/2 only in float64
+            assert (c["temperature"] == "3/2") == (c.get("arithmetic") == "float64")
+        spread = output_law_cases(level)
+        assert all(c in matrix for c in spread) and all(c["temperature"] != "0" for c in spread)
+        assert not any(filter_boundaries(c) for c in spread)  # float engines would round those either way
+        kinds = {c["name"].split()[0] for c in spread}
+        assert kinds == {"chain", "tree", "topk"}
+    quick = impl_matrix("quick")
+    assert len(output_law_cases("smoke")) == 3 and len(output_law_cases("quick")) == 6
+    chains = [c for c in quick if c["K"] == 1]
+    assert chains and all(c["policy"] == "rheo" and c["m"] == 0 for c in chains)
+    trees = [c for c in quick if c["policy"] == "rheo" and c["K"] == 3]
+    assert {c["m"] for c in trees} == {0, 1, 2} and any(c["policy"] == "topk" for c in quick)
+    assert {c["budget"] for c in trees if c["depth"] == 1} == {2, 3}  # below and at the pool size (K = 3)
+    for key in ("target_top_k", "target_top_p", "target_min_p"):
+        assert any(c.get(key) is not None for c in quick) and any(c.get(key) is None for c in quick)
+    assert {c.get("draft_top_k") is None for c in quick} == {True, False}
+    assert len(impl_matrix("smoke")) < len(quick) < len(impl_matrix("deep"))
 
 
 def test_gate_help_teaches():

@@ -1,7 +1,9 @@
 """The --impl harness: the independent loop implementation in examples/ passes, each
-example bug is caught with a shrunk, replayable counterexample, and the protocol's edges
-(one entry point only, malformed output, crashes, unsupported configurations, an
-implementation with its own randomness) are handled."""
+example bug is caught with a shrunk, replayable counterexample, the output-law check judges
+losslessness (against the implementation's own sampler law when it declares one), and the
+protocol's edges (one entry point only, malformed output, crashes, unsupported
+configurations, NotImplementedError, an implementation with its own randomness, loading
+by file path from anywhere, errors while loading) are handled."""
 
 import json
 import subprocess
@@ -13,10 +15,14 @@ import pytest
 
 from rheo.checks.harness import (
     Implementation,
+    ImplLoadError,
+    JudgedInstance,
     check_cycle_law,
     check_decisions,
+    check_output_law,
     compare_decisions,
     float_instance,
+    judged_instance,
     load_implementation,
 )
 from rheo.reference import Uniforms
@@ -35,11 +41,18 @@ def rheo(*args):
 
 
 def test_correct_loop_implementation_passes(rheo_checker):
-    """Through the pytest plugin's fixture: decision equality on 300 shrinkable cases and
-    the cycle law on three cases."""
-    decisions, law = rheo_checker.check(LoopImplementation())
+    """Through the pytest plugin's fixture: decision equality on 300 shrinkable cases, exact
+    certification on the smoke matrix and the output law on the smoke spread (4000 cycles per
+    case: smaller than the gate's, to keep the test short)."""
+    rheo_checker.cycles = 4000
+    rheo_checker.level, rheo_checker.exact_search = "smoke", 0
+    decisions, exact, law = rheo_checker.check(LoopImplementation())
+    assert exact.verdict == "pass" and exact.detail.startswith("lossless (exact) on 11 cases"), exact.detail
     assert decisions.data["equal"] >= 150, decisions.detail
-    assert all(case["detectable_tv"] < 0.04 for case in law.data.values()), law.detail
+    assert decisions.detail.startswith("same decisions as the reference on")
+    assert law.name.startswith("impl: output law") and len(law.data["cases"]) == 3, law.detail
+    assert all(case["detectable_tv"] < 0.1 for case in law.data["cases"].values()), law.detail
+    assert law.detail.count(": lossless within detectable TV") == 3, law.detail
 
 
 @pytest.mark.parametrize(
@@ -47,13 +60,15 @@ def test_correct_loop_implementation_passes(rheo_checker):
 )
 def test_each_example_bug_is_caught_by_the_gate(bug, needle, tmp_path):
     out = tmp_path / "out"
-    r = rheo("gate", "--impl", f"examples.buggy_impl:{bug}", "--json", "--out", str(out))
+    r = rheo("gate", "--impl", f"examples.buggy_impl:{bug}", "--only", "decision", "--json", "--out", str(out))
     assert r.returncode == 1, r.stderr[-2000:]
     res = json.loads(r.stdout)
     dec = res["checks"][0]
     assert dec["verdict"] == "fail" and needle in dec["detail"]
+    assert dec["detail"].startswith("not the specified algorithm: ")  # sameness, not losslessness
     saved = json.loads(Path(dec["counterexample"]).read_text())
-    assert saved["case"]["vocab_size"] <= 5 and saved["difference"] == dec["detail"].split(" (shrunk")[0]
+    difference = dec["detail"].removeprefix("not the specified algorithm: ").split(" (shrunk")[0]
+    assert saved["case"]["vocab_size"] <= 5 and saved["difference"] == difference
     again = rheo("gate", "--impl", f"examples.buggy_impl:{bug}", "--replay", dec["counterexample"], "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["status"] == "differs"
     fixed = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--replay", dec["counterexample"])
@@ -61,6 +76,7 @@ def test_each_example_bug_is_caught_by_the_gate(bug, needle, tmp_path):
 
 
 def test_the_plugin_fixture_raises_with_the_counterexample(rheo_checker):
+    rheo_checker.cycles = 1000
     with pytest.raises(AssertionError, match="counterexample: .*decision-equality.json"):
         rheo_checker.check(ReusedUniform())
 
@@ -69,7 +85,7 @@ def test_token_tie_break_shrinks_to_a_small_tie():
     """Shrunk to two paths with one score (the same two factors in either order) that the
     slot path and the token path order differently."""
     r = check_decisions(Implementation(TokenTieBreak(), "t"), 300)
-    assert not r.passed and r.detail.startswith("tree:")
+    assert not r.passed and r.detail.startswith("not the specified algorithm: tree:")
     case = r.counterexample["case"]
     assert case["depth"] <= 2 and case["vocab_size"] <= 5, case
 
@@ -113,6 +129,7 @@ def test_one_entry_point_is_enough(wrap, bug):
     good = Implementation(wrap(LoopImplementation()), "good")
     assert check_decisions(good, 120).passed
     assert check_cycle_law(good, 3000).passed
+    assert check_output_law(good, 1000, level="smoke").passed
     assert not check_decisions(Implementation(wrap(bug()), "bad"), 300).passed
 
 
@@ -162,14 +179,89 @@ def test_unsupported_configurations_are_skipped_and_counted():
             return config["target_top_p"] is None and config["target_top_k"] is None and config["target_min_p"] is None
 
     r = check_decisions(Implementation(NoFilters(), "nf"), 100)
-    assert r.passed and r.data["unsupported"] > 0
+    # unsupported configurations are left out before the search: no example is spent on them
+    assert r.passed and 0 < r.data["supported_configurations"] < r.data["configurations"]
+    assert r.data["unsupported"] == 0 and r.data["equal"] + r.data["near"] == 100
 
-    class Nothing(LoopImplementation):
-        def supports(self, config):
-            return False
 
-    r = check_decisions(Implementation(Nothing(), "n"), 30)
-    assert not r.passed and "nothing is proven" in r.detail
+class SupportsNothing(LoopImplementation):
+    def supports(self, config):
+        return False
+
+
+def test_an_implementation_that_supports_nothing_fails_every_check():
+    impl = Implementation(SupportsNothing(), "n")
+    r = check_decisions(impl, 30)
+    assert not r.passed and "nothing is proven" in r.detail and r.data["supported_configurations"] == 0, r.detail
+    for check in (check_output_law(impl, 100, level="smoke"), check_cycle_law(impl, 100)):
+        assert not check.passed and "nothing is proven" in check.detail, check.detail
+
+
+class RecordsTemperature(LoopImplementation):
+    """Supports everything; writes down the temperature each entry point's config carries."""
+
+    def __init__(self):
+        self.seen = {"supports": set(), "build_tree": set(), "verify": set()}
+
+    def supports(self, config):
+        self.seen["supports"].add(config["temperature"])
+        return True
+
+    def build_tree(self, draft_logits, config, temperature, u_draw):
+        assert config["temperature"] == temperature
+        self.seen["build_tree"].add(temperature)
+        return super().build_tree(draft_logits, config, temperature, u_draw)
+
+    def verify(self, tree, target_logits, config, temperature, uniforms):
+        assert config["temperature"] == temperature
+        self.seen["verify"].add(temperature)
+        return super().verify(tree, target_logits, config, temperature, uniforms)
+
+
+def test_supports_and_the_entry_points_see_the_temperature():
+    impl = RecordsTemperature()
+    assert check_decisions(Implementation(impl, "t"), 40).passed
+    assert check_output_law(Implementation(impl, "t"), 200, level="quick").passed
+    assert {0.0, 1 / 3, 0.5, 1.0, 1.5} <= impl.seen["supports"]  # 3/2: the matrix's float64 cases
+    assert {0.5, 1.0, 1.5} <= impl.seen["build_tree"] and {0.5, 1.0, 1.5} <= impl.seen["verify"]
+
+
+class GreedyNotImplemented(LoopImplementation):
+    """Says it supports everything, but raises NotImplementedError at T = 0."""
+
+    def verify(self, tree, target_logits, config, temperature, uniforms):
+        if temperature == 0:
+            raise NotImplementedError("greedy verification")
+        return super().verify(tree, target_logits, config, temperature, uniforms)
+
+
+def test_not_implemented_error_counts_as_unsupported_not_as_a_failure():
+    impl = Implementation(GreedyNotImplemented(), "g")
+    inst, u = _case_and_uniforms()
+    greedy = float_instance({**hashed_case(4, 3, 2, policy="rheo", K=3, m=1, budget=5, beam=2), "temperature": "0"})
+    assert compare_decisions(impl, greedy, u).check.status == "unsupported"
+    assert compare_decisions(impl, inst, u).check.status == "equal"
+    r = check_decisions(impl, 150)
+    assert r.passed and r.data["unsupported"] > 0 and r.data["differs"] == 0, r.detail
+    greedy_case = {**hashed_case(3, 5, 1, policy="topk", K=2, budget=2), "temperature": "0", "name": "greedy"}
+    law = check_output_law(impl, 300, level="smoke", extra_cases=[greedy_case])
+    assert law.passed and law.data["unsupported"] == ["greedy"], law.detail
+    assert "unsupported: greedy" in law.detail
+
+    class AlwaysNotImplemented(LoopImplementation):
+        def build_tree(self, *a):
+            raise NotImplementedError
+
+    never = Implementation(AlwaysNotImplemented(), "never")
+    for check in (check_decisions(never, 30), check_output_law(never, 100, level="smoke")):
+        assert not check.passed and "nothing is proven" in check.detail, check.detail
+
+
+def test_decision_equality_states_its_minimum_and_fails_below_it():
+    r = check_decisions(Implementation(LoopImplementation(), "l"), 20, min_compared=50)
+    assert not r.passed and "fewer than the minimum 50" in r.detail and r.data["minimum"] == 50, r.detail
+    r = check_decisions(Implementation(LoopImplementation(), "l"), 20, min_compared=5)
+    assert r.passed and "minimum 5" in r.detail
 
 
 def test_own_randomness_runs_only_the_statistical_check():
@@ -184,6 +276,168 @@ def test_load_implementation_by_file_path(monkeypatch):
     monkeypatch.chdir(ROOT)
     impl = load_implementation("examples/loop_impl.py:LoopImplementation")
     assert impl.builds_trees and impl.verifies and impl.provides() == "tree builder and verifier"
+
+
+def test_load_implementation_by_file_path_from_another_directory(tmp_path, monkeypatch):
+    """A file inside a package is imported by its dotted name from the package root (so
+    examples/buggy_impl.py's `from examples.loop_impl import ...` works); a loose file by
+    path, with its folder importable (so its sibling imports work); relative paths too."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "helper_for_rheo_test.py").write_text("SCALE = 1\n")
+    (tmp_path / "mine" / "engine_for_rheo_test.py").write_text(
+        "from helper_for_rheo_test import SCALE\n\nclass Engine:\n    def verify(self, *a):\n        return SCALE\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    impl = load_implementation(f"{ROOT / 'examples' / 'buggy_impl.py'}:ReusedUniform")
+    assert type(impl.obj).__name__ == "ReusedUniform" and impl.builds_trees
+    mine = load_implementation("mine/engine_for_rheo_test.py:Engine")
+    assert mine.verifies and not mine.builds_trees and mine.obj.verify() == 1
+    with pytest.raises(ImplLoadError, match="no such file"):
+        load_implementation("mine/nothing.py:Engine")
+
+
+@pytest.mark.parametrize(
+    "source,needle",
+    [
+        (
+            "class Engine:\n    def __init__(self):\n        raise ValueError('no GPU\\nfound')\n\n"
+            "    def verify(self):\n        pass\n",
+            "constructing Engine raised ValueError: no GPU found",
+        ),
+        ("class Engine(:\n    pass\n", "syntax error"),
+        ("raise RuntimeError('import-time failure')\n", "raised RuntimeError: import-time failure"),
+        ("import no_such_module_for_rheo_tests\n", "raised ModuleNotFoundError: No module named"),
+    ],
+    ids=["constructor", "syntax", "import-time", "missing-dependency"],
+)
+def test_load_errors_are_one_line(tmp_path, source, needle):
+    path = tmp_path / f"broken_{abs(hash(source))}.py"
+    path.write_text(source)
+    with pytest.raises(ImplLoadError) as err:
+        load_implementation(f"{path}:Engine")
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+class OwnRandomness(LoopImplementation):
+    """The loop implementation drawing its own uniforms from numpy (the handed ones unused)."""
+
+    follows_uniforms = False
+
+    def __init__(self):
+        self.rng = np.random.default_rng(7)
+
+    def build_tree(self, draft_logits, config, temperature, u_draw):
+        return super().build_tree(draft_logits, config, temperature, self.rng.random(len(u_draw)))
+
+    def verify(self, tree, target_logits, config, temperature, uniforms):
+        own = {k: self.rng.random(np.shape(v)) for k, v in uniforms.items()}
+        return super().verify(tree, target_logits, config, temperature, own)
+
+
+@pytest.mark.parametrize("impl", [LoopImplementation, OwnRandomness], ids=lambda c: c.__name__)
+def test_output_law_passes_lossless_implementations(impl):
+    r = check_output_law(Implementation(impl(), impl.__name__), 2000, level="smoke")
+    assert r.passed and r.detail.startswith("lossless on 3 cases, each within detectable TV"), r.detail
+    assert r.detail.count(": lossless within detectable TV") == 3 and r.data["judged_against"] == "spec"
+    assert "sampler_law_differs_from_spec" not in r.data
+
+
+def test_output_law_rejects_a_lossy_verifier_with_its_worst_sequences():
+    """ReusedUniform correlates two coins: the continued output law is off p_T."""
+    r = check_output_law(Implementation(ReusedUniform(), "r"), 2000, level="smoke")
+    assert not r.passed and r.detail.startswith("not lossless on "), r.detail
+    saved = r.counterexample
+    assert saved["check"] == "output law" and saved["seed"] == 0 and saved["case"]["name"] == saved["case_name"]
+    worst = saved["worst_sequences"][0]
+    assert len(worst["sequence"]) == saved["case"]["depth"] + 1 and abs(worst["observed"] - worst["p_T"]) > 0.01
+    json.dumps(saved)  # written as a counterexample file
+
+
+def _without_filters(config):
+    return {**config, "target_top_k": None, "target_top_p": None, "target_min_p": None}
+
+
+class TiesKeptTopK(LoopImplementation):
+    """A verifier whose target top-k keeps every token tied with the k-th (as transformers'
+    warper does): lossless for its own law, not for docs/spec.md §0's."""
+
+    def target_law(self, logits, config, temperature):
+        p = super().target_law(logits, _without_filters(config), temperature)
+        k = config.get("target_top_k")
+        if k is not None and k < len(p):
+            p = np.where(p >= np.sort(p)[-k], p, 0.0)
+            p = p / p.sum()
+        with np.errstate(divide="ignore"):
+            return super().target_law(np.log(p), {**config, "target_top_k": None}, 1.0)
+
+
+class DeclaredTiesKeptTopK(TiesKeptTopK):
+    def sampler_law(self, logits, config, temperature):
+        return self.target_law(np.asarray(logits, dtype=np.float64), config, temperature)
+
+
+TIED = {
+    "name": "tied at the k-th place",
+    "vocab_size": 3,
+    "target": {"*": ["1/2", "1/4", "1/4"]},
+    "draft": {"*": ["1/6", "1/3", "1/2"]},
+    "policy": "rheo",
+    "K": 2,
+    "m": 0,
+    "depth": 1,
+    "budget": 2,
+    "target_top_k": 2,
+}
+
+
+def test_an_implementation_is_judged_against_its_declared_sampler_law():
+    declared = check_output_law(Implementation(DeclaredTiesKeptTopK(), "d"), 1000, level="smoke", extra_cases=[TIED])
+    assert declared.passed and "against its own sampler_law" in declared.detail, declared.detail
+    differs = declared.data["sampler_law_differs_from_spec"]
+    assert (
+        differs["max_abs_difference"] >= 0.25 - 1e-12 and "sampler_law differs from docs/spec.md §0" in declared.detail
+    )
+    silent = check_output_law(Implementation(TiesKeptTopK(), "s"), 1000, level="smoke", extra_cases=[TIED])
+    assert not silent.passed and silent.data["cases"][TIED["name"]]["reject"], silent.detail
+    assert silent.data["cases"][TIED["name"]]["impossible"]  # token 2 has probability 0 under docs/spec.md §0
+
+    class DeclaresTheSpecLaw(LoopImplementation):
+        def sampler_law(self, logits, config, temperature):
+            return self.target_law(np.asarray(logits), config, temperature)
+
+    same = check_output_law(Implementation(DeclaresTheSpecLaw(), "d"), 300, level="smoke", extra_cases=[TIED])
+    assert same.passed and same.data["sampler_law_differs_from_spec"]["max_abs_difference"] < 1e-12
+    assert "Its sampler_law equals docs/spec.md §0's law" in same.detail
+
+
+@pytest.mark.parametrize(
+    "law,needle",
+    [
+        (lambda p: p[:-1], "sampler_law returned shape [2], expected [V] = [3]"),
+        (lambda p: p - 0.5, "negative"),
+        (lambda p: p * 2, "sums to"),
+        (lambda p: np.full(3, np.nan), "not a finite number"),
+    ],
+    ids=["length", "negative", "sum", "nan"],
+)
+def test_a_malformed_sampler_law_is_a_finding_that_names_the_field(law, needle):
+    class Malformed(LoopImplementation):
+        def sampler_law(self, logits, config, temperature):
+            return law(self.target_law(np.asarray(logits), config, temperature))
+
+    small = {**TIED, "target_top_k": None, "name": "small"}
+    r = check_output_law(Implementation(Malformed(), "m"), 50, level="smoke", extra_cases=[small])
+    assert not r.passed and needle in r.detail and "sampler_law" in r.detail, r.detail
+
+
+def test_judged_instance_is_the_instance_itself_without_sampler_law():
+    inst = float_instance(TIED)
+    assert judged_instance(Implementation(TiesKeptTopK(), "t"), inst) is inst
+    judged = judged_instance(Implementation(DeclaredTiesKeptTopK(), "d"), inst)
+    assert isinstance(judged, JudgedInstance) and judged.draft is inst.draft and judged.config is inst.config
+    assert judged.target_law(()) == pytest.approx((0.5, 0.25, 0.25))
+    assert inst.target_law(()) == pytest.approx((2 / 3, 1 / 3, 0.0))  # docs/spec.md §0: the lower id is kept
+    assert judged.node_laws(()).residual == inst.node_laws(()).residual  # the draft side is untouched
 
 
 class NoTruncation(LoopImplementation):
@@ -221,11 +475,11 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
     from rheo.checks.gate import Profile, impl_checks, run_checks
     from rheo.checks.harness import replay
 
-    profile = Profile("t", "quick", 0, False, 0, 0, 300, 2000)
+    profile = Profile("t", "smoke", 0, False, 0, 0, 300, 2000)
     files = {}
     for bug in ("TokenTieBreak", "ReusedUniform"):
         impl = load_implementation(f"examples.buggy_impl:{bug}")
-        dec, _ = run_checks(impl_checks(impl), profile, tmp_path)
+        dec = run_checks(impl_checks(impl), profile, tmp_path)[0]
         assert dec.verdict == "fail"
         files[bug] = dec.counterexample
     assert files["TokenTieBreak"].endswith("examples-buggy-impl-tokentiebreak-decision-equality.json")

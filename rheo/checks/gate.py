@@ -25,7 +25,9 @@ from pathlib import Path
 
 from rheo.casefile import load_case, read_case, to_json_number
 from rheo.checks.corpus import CONTROLS, corpus_entry, lossy, shrunk_search
-from rheo.checks.harness import check_cycle_law, check_decisions
+from rheo.checks.exact_impl import check_exact
+from rheo.checks.harness import check_cycle_law, check_decisions, check_output_law
+from rheo.checks.impl_cases import impl_matrix
 from rheo.checks.outcome import FAMILY_ALPHA, Check, CheckResult, Outcome, Profile
 from rheo.checks.strategies import max_nodes
 from rheo.integrations.hf import MissingModel, chat_ids, gguf_path, load_target, require_hf
@@ -383,18 +385,42 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
 # ---- another implementation ----
 
 
-def impl_checks(impl) -> list[Check]:
+def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
+    """The checks of an ``--impl`` implementation (``rheo.checks.harness``): decision
+    equality (sameness with the reference; skipped for ``follows_uniforms = False``), exact
+    certification (``rheo.checks.exact_impl``: losslessness, exactly, on the profile's level
+    of ``rheo.checks.impl_cases`` plus ``extra_cases``, then a Hypothesis search), the
+    output law (losslessness, on the profile's level of ``rheo.checks.impl_cases`` plus
+    ``extra_cases``, the user's ``--cases``), and the cycle law only for implementations
+    that declare ``implements_spec = True`` (not listed otherwise: a lossless
+    implementation of another algorithm has another cycle law, and a check that could
+    only be skipped would make --strict fail)."""
+    extra = list(extra_cases or [])
+
     def decisions(profile: Profile, progress) -> Outcome:
-        return check_decisions(impl, profile.impl_examples, _seed(profile))
+        return check_decisions(impl, profile.impl_examples, _seed(profile), min_compared=profile.impl_min_compared)
+
+    def output_law(profile: Profile, progress) -> Outcome:
+        return check_output_law(
+            impl, profile.impl_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+        )
 
     def cycle_law(profile: Profile, progress) -> Outcome:
         return check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
 
+    def exact(profile: Profile, progress) -> Outcome:
+        cases = impl_matrix(profile.matrix) + extra
+        return check_exact(impl, cases, profile.impl_exact_search, _seed(profile), progress=progress)
+
     what, stem = impl.provides(), _slug(impl.name)
-    return [
+    checks = [
         Check(f"impl: decision equality ({what})", "implementation", decisions, file_stem=f"{stem}-decision-equality"),
-        Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law"),
+        Check(f"impl: exact certification ({what})", "implementation", exact, file_stem=f"{stem}-exact"),
+        Check(f"impl: output law ({what})", "implementation", output_law, file_stem=f"{stem}-output-law"),
     ]
+    if impl.implements_spec:
+        checks.append(Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law"))
+    return checks
 
 
 # ---- running and reporting ----
@@ -434,7 +460,25 @@ def summary(results: list[CheckResult]) -> dict:
     return {**counts, "seconds": round(sum(r.seconds for r in results), 1)}
 
 
-def render(results: list[CheckResult], profile: str, header: str = "") -> str:
+NOTHING_CHECKED = "every check was skipped: nothing is proven"
+
+
+def gate_verdict(results: list[CheckResult], strict: bool = False) -> tuple[bool, str | None]:
+    """(passed, why not): a failed check, a skip under --strict, or every check skipped
+    (a gate that checked nothing does not pass)."""
+    s = summary(results)
+    if s["fail"]:
+        return False, f"{s['fail']} check{'s' if s['fail'] > 1 else ''} failed"
+    if results and s["skip"] == len(results):
+        return False, NOTHING_CHECKED
+    if strict and s["skip"]:
+        return False, "a check was skipped and --strict is set"
+    return True, None
+
+
+def render(results: list[CheckResult], profile: str, header: str = "", strict: bool = False) -> str:
+    """The table, then a line per check that did not pass (and per implementation check,
+    whose detail says what it showed), then the verdict."""
     rows = [("check", "verdict", "time", "counterexample")]
     for r in results:
         rows.append((r.name, r.verdict.upper(), f"{r.seconds:.1f} s", r.counterexample or "-"))
@@ -447,23 +491,28 @@ def render(results: list[CheckResult], profile: str, header: str = "") -> str:
     s = summary(results)
     lines.append("")
     for r in results:
-        if r.verdict != "pass":
+        if r.verdict != "pass" or r.group == "implementation":
             lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
-    verdict = "PASSED" if s["fail"] == 0 else "FAILED"
+    passed, why = gate_verdict(results, strict)
     lines.append(
-        f"gate {verdict} ({profile}): {s['pass']} passed, {s['fail']} failed, {s['skip']} skipped in {s['seconds']} s"
+        f"gate {'PASSED' if passed else 'FAILED'} ({profile}): {s['pass']} passed, {s['fail']} failed, "
+        f"{s['skip']} skipped in {s['seconds']} s" + (f": {why}" if why and not s["fail"] else "")
     )
     return "\n".join(lines)
 
 
-def junit_xml(results: list[CheckResult], suite: str = "rheo gate") -> str:
-    """JUnit XML (one testcase per check; failures carry the detail and the counterexample path)."""
+def junit_xml(results: list[CheckResult], suite: str = "rheo gate", strict: bool = False) -> str:
+    """JUnit XML (one testcase per check; failures carry the detail and the counterexample
+    path). A gate that fails with no failed check (every check skipped, or a skip under
+    --strict) gets one more failing testcase, "rheo gate: verdict", saying why."""
     s = summary(results)
+    passed, why = gate_verdict(results, strict)
+    verdict_case = not passed and not s["fail"]
     root = ET.Element(
         "testsuite",
         name=suite,
-        tests=str(len(results)),
-        failures=str(s["fail"]),
+        tests=str(len(results) + verdict_case),
+        failures=str(s["fail"] + verdict_case),
         skipped=str(s["skip"]),
         errors="0",
         time=f"{s['seconds']:.3f}",
@@ -479,4 +528,7 @@ def junit_xml(results: list[CheckResult], suite: str = "rheo gate") -> str:
             ET.SubElement(case, "skipped", message=r.detail[:200])
         else:
             ET.SubElement(case, "system-out").text = text
+    if verdict_case:
+        case = ET.SubElement(root, "testcase", classname="rheo.checks.gate", name="rheo gate: verdict", time="0.000")
+        ET.SubElement(case, "failure", message=str(why)).text = str(why)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)

@@ -2,7 +2,8 @@
 
 Every check (``rheo.checks.gate``) returns an ``Outcome``: a verdict (pass / fail / skip),
 a one-line detail and, when it has one, a counterexample dict that the gate writes to a
-file. ``Profile`` sizes the checks: ``quick`` (the default) and ``deep``.
+file. ``Profile`` sizes the checks: ``quick`` (the default), ``deep`` and ``smoke``;
+``matrix`` is also the level of the ``--impl`` case matrix (``rheo.checks.impl_cases``).
 """
 
 from __future__ import annotations
@@ -22,19 +23,34 @@ class Profile:
     fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
     fast_examples: int  # fastpath decision equality (x 3 requests each)
     fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.checks.sampling.quiet_cases)
-    impl_examples: int
-    impl_cycles: int
+    impl_examples: int  # decision equality: cases searched
+    impl_cycles: int  # output law and cycle law: cycles per case (rheo gate --cycles)
     real_first: int = 0  # real model (a): two-token samples per policy (0: the check is not in the profile)
     real_later: int = 0  # real model (b): samples of the 12th token per policy and side
+    impl_min_compared: int = 1  # decision equality fails with fewer compared cases: nothing is proven
+    impl_exact_search: int = 0  # exact certification: small cases Hypothesis searches after the matrix
 
 
 PROFILES = {
-    "quick": Profile("quick", "quick", 500, False, 500, 200_000, 300, 20_000),
+    "quick": Profile(
+        "quick", "quick", 500, False, 500, 200_000, 300, 20_000, impl_min_compared=20, impl_exact_search=40
+    ),
     "deep": Profile(
-        "deep", "deep", 5000, True, 5000, 1_000_000, 3000, 100_000, real_first=REAL_FIRST, real_later=REAL_LATER
+        "deep",
+        "deep",
+        5000,
+        True,
+        5000,
+        1_000_000,
+        3000,
+        100_000,
+        real_first=REAL_FIRST,
+        real_later=REAL_LATER,
+        impl_min_compared=200,
+        impl_exact_search=400,
     ),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
-    "smoke": Profile("smoke", "smoke", 500, False, 20, 2_000, 10, 2_000),
+    "smoke": Profile("smoke", "smoke", 500, False, 20, 2_000, 10, 2_000, impl_min_compared=3),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
 

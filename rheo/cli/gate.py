@@ -7,13 +7,17 @@ Specification: docs/spec.md §5, §7 (what the gate checks).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-from rheo.checks.gate import gate_checks, impl_checks, junit_xml, render, run_checks, summary
+from rheo.checks.exact_impl import replay_exact
+from rheo.checks.gate import gate_checks, gate_verdict, impl_checks, junit_xml, render, run_checks, summary
 from rheo.checks.harness import ImplLoadError, load_implementation, replay
+from rheo.checks.impl_cases import read_case_dir
 from rheo.checks.outcome import PROFILES
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
+from rheo.reference import CaseError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,22 +35,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "                    fresh Hypothesis search must find and shrink a new one (written to --out)\n"
         "  fastpath          decision equality with the reference, cycle law (chi-square), and a\n"
         "                    calibration that must fire on planted bugs (skipped without torch)\n\n"
-        "With --impl MODULE:OBJECT, the checks of that implementation: decision equality\n"
-        "against the reference on shrinkable generated cases, and its cycle law. The\n"
-        'protocol (build_tree and/or verify) is in `python -c "import rheo.checks.harness as h;\n'
+        "With --impl MODULE:OBJECT (or path/to/file.py:OBJECT, from any directory), the checks of\n"
+        "that implementation:\n"
+        "  decision equality same decisions as the reference on shrinkable generated cases (it\n"
+        "                    shows sameness, not losslessness; skipped for follows_uniforms = False)\n"
+        "  output law        losslessness: its outputs, continued by exact target sampling to\n"
+        "                    length D+1, against p_T on V^(D+1) (chi-square, detectable TV per\n"
+        "                    case; against its own sampler_law if it declares one); --cases adds yours\n"
+        "  cycle law         only with implements_spec = True: its cycle law equals the reference's\n"
+        'The protocol (build_tree and/or verify) is in `python -c "import rheo.checks.harness as h;\n'
         'help(h)"` and docs/gate.md, "Checking another implementation".\n\n'
         "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
         "end to end on the real model SmolLM2-135M, which needs the hf extra); smoke (toy\n"
         "sizes, every check in seconds: for testing rheo itself, not evidence).\n"
         "Progress goes to stderr, one line per check.",
-        epilog="exit status: 0 every check passed (skips allowed unless --strict), 1 a check failed,\n"
-        "2 bad input\n\n"
+        epilog="exit status: 0 every check passed (skips allowed unless --strict, but not every check\n"
+        "skipped), 1 a check failed or nothing was checked, 2 bad input (with --json also a JSON\n"
+        'object {"error": ...} on stdout)\n\n'
         "examples:\n"
         "  rheo gate                                              # quick profile, table\n"
         "  rheo gate --profile deep --junit gate.xml              # for a CI system\n"
         "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
         "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
+        "  rheo gate --impl path/to/my_engine.py:Engine --cases my_cases/ --cycles 50000\n"
         "  rheo gate --impl examples.buggy_impl:TokenTieBreak \\\n"
         "      --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json",
     )
@@ -58,7 +70,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "testing rheo itself, not evidence)",
     )
     gate.add_argument("--impl", metavar="MODULE:OBJECT", help="check this implementation instead of the engine")
-    gate.add_argument("--replay", metavar="FILE", help="with --impl: rerun one saved decision-equality counterexample")
+    gate.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="with --impl: rerun one saved counterexample (decision equality: the same cycle; exact "
+        "certification: the same case)",
+    )
+    gate.add_argument(
+        "--cases",
+        metavar="DIR",
+        help="with --impl: add the case files DIR/*.json (docs/spec.md §8) to the output-law check",
+    )
+    gate.add_argument(
+        "--cycles",
+        metavar="N",
+        type=int,
+        help="with --impl: cycles per case of the statistical checks (default: the profile's; quick 20000)",
+    )
     gate.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
     gate.add_argument(
         "--out", metavar="DIR", default="rheo-gate", help="where counterexample files go (default rheo-gate/)"
@@ -68,10 +96,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json_flag(gate)
 
 
+def _replay_exact(impl, saved: dict, args) -> int:
+    """Re-certify the case of a saved exact-certification counterexample."""
+    try:
+        cert = replay_exact(impl, saved)
+    except (KeyError, ValueError, TypeError) as e:
+        return fail(f"--replay: {args.replay} is not an exact-certification counterexample file ({e})")
+    emit(json.dumps(cert.to_json()) if args.json else cert.summary())
+    return 1 if cert.verdict == "not lossless" else 0
+
+
 def cmd_gate(args) -> int:
     impl = None
-    if args.replay and not args.impl:
-        return fail("--replay: give the implementation too (--impl MODULE:OBJECT)")
+    for flag in ("replay", "cases", "cycles"):
+        if getattr(args, flag) is not None and not args.impl:
+            return fail(f"--{flag}: give the implementation too (--impl MODULE:OBJECT)")
+    if args.cycles is not None and args.cycles < 1:
+        return fail(f"--cycles: must be a positive integer, got {args.cycles}")
+    extra_cases = None
+    if args.cases is not None:
+        try:
+            extra_cases = read_case_dir(args.cases)
+        except CaseError as e:
+            return fail(str(e))
     if args.impl:
         try:
             impl = load_implementation(args.impl)
@@ -81,9 +128,18 @@ def cmd_gate(args) -> int:
             if not Path(args.replay).is_file():
                 return fail(f"--replay: no such file {args.replay!r}")
             try:
+                saved = json.loads(Path(args.replay).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                return fail(f"--replay: {args.replay} is not a JSON counterexample file ({e})")
+            if isinstance(saved, dict) and saved.get("check") == "exact certification":
+                return _replay_exact(impl, saved, args)
+            try:
                 cmp = replay(impl, args.replay)
-            except (KeyError, ValueError) as e:
-                return fail(f"--replay: {args.replay} is not a decision-equality counterexample file ({e})")
+            except (KeyError, ValueError, TypeError) as e:
+                return fail(
+                    f"--replay: {args.replay} is not a decision-equality or exact-certification "
+                    f"counterexample file ({e})"
+                )
             out = {
                 "status": cmp.check.status,
                 "detail": cmp.check.detail,
@@ -93,7 +149,9 @@ def cmd_gate(args) -> int:
             emit(json.dumps(out) if args.json else f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}")
             return 1 if cmp.check.status == "differs" else 0
     profile = PROFILES[args.profile]
-    checks = impl_checks(impl) if impl else gate_checks(profile)
+    if args.cycles is not None:
+        profile = dataclasses.replace(profile, impl_cycles=args.cycles)
+    checks = impl_checks(impl, extra_cases) if impl else gate_checks(profile)
     if args.only:
         checks = [c for c in checks if args.only.lower() in c.name.lower()]
         if not checks:
@@ -101,13 +159,14 @@ def cmd_gate(args) -> int:
     results = run_checks(checks, profile, Path(args.out), progress=progress)
     s = summary(results)
     if args.junit:
-        Path(args.junit).write_text(junit_xml(results), encoding="utf-8")
-    failed = s["fail"] > 0 or (args.strict and s["skip"] > 0)
+        Path(args.junit).write_text(junit_xml(results, strict=args.strict), encoding="utf-8")
+    passed, why = gate_verdict(results, args.strict)
     if args.json:
         emit(
             json.dumps(
                 {
-                    "passed": not failed,
+                    "passed": passed,
+                    "reason": why,
                     "profile": args.profile,
                     "implementation": args.impl,
                     "summary": s,
@@ -119,5 +178,5 @@ def cmd_gate(args) -> int:
         head = f"rheo gate, profile {args.profile}" + (
             f", implementation {args.impl} ({impl.provides()})" if impl else ""
         )
-        emit(render(results, args.profile, head))
-    return 1 if failed else 0
+        emit(render(results, args.profile, head, args.strict))
+    return 0 if passed else 1

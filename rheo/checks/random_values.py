@@ -1,0 +1,455 @@
+"""Random values the gate can follow (``rheo.checks.tracer`` runs an implementation with
+them): a ``Trace`` of the answers given so far, ``SymScalar`` (a random Python number: a
+variable in an interval, mapped by the implementation's own monotone operations), and the
+stand-ins for Python's ``random`` and NumPy's generators. torch's are in
+``rheo.checks.random_values_torch``.
+
+Specification: docs/spec.md §7.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random as _random
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MANTISSA_BITS = {"float64": 53, "float32": 24, "bfloat16": 8, "float16": 11}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Unsupported(Exception):
+    """The implementation uses its randomness in a way this check cannot follow exactly."""
+
+
+class _Branch(Exception):
+    def __init__(self, options: tuple[tuple[int, str], ...]) -> None:
+        self.options = options
+
+
+def call_site() -> str:
+    """file:line of the innermost frame outside rheo.checks, torch and numpy: the
+    implementation's line that made the current call."""
+    for frame in reversed(traceback.extract_stack()):
+        path = os.path.abspath(frame.filename)
+        if path.startswith(_HERE) or any(s in path for s in (f"{os.sep}torch{os.sep}", f"{os.sep}numpy{os.sep}")):
+            continue
+        if path.endswith(("contextlib.py", "random.py")):
+            continue
+        rel = os.path.relpath(path)
+        return f"{path if rel.startswith('..') else rel}:{frame.lineno}"
+    return "?"
+
+
+def unsupported(what: str) -> Unsupported:
+    return Unsupported(f"{what} (at {call_site()})")
+
+
+def below(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+@dataclass
+class Trace:
+    """One run's randomness: the script of answers to replay, the variables drawn so far
+    (each with its interval in [0, 1)), and the probability of the answers given.
+
+    ``script`` is a tuple of (option index, fingerprint): a replay whose choice point has
+    another fingerprint was not deterministic given its draws. With ``rng`` (probe mode)
+    every unscripted choice is answered at random, with its weight, instead of branching.
+    """
+
+    script: tuple[tuple[int, str], ...] = ()
+    rng: np.random.Generator | None = None
+    prob: float = 1.0
+    pos: int = 0
+    taken: list[tuple[int, str]] = field(default_factory=list)
+    intervals: list[list[float]] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # probe mode: each variable's concrete value
+    origins: list[str] = field(default_factory=list)
+    bits: int = 53  # mantissa bits of the lowest-precision operand compared with a random value
+    draws: int = 0
+
+    def new_var(self, origin: str) -> int:
+        self.intervals.append([0.0, 1.0])
+        self.values.append(float(self.rng.random()) if self.rng is not None else 0.5)
+        self.origins.append(origin)
+        self.draws += 1
+        return len(self.intervals) - 1
+
+    def choose(self, fingerprint: str, weights: list[float], forced: int | None = None) -> int:
+        """Pick an option index; options of weight 0 are never picked. Replays the script,
+        raises _Branch at the first unscripted choice (enumeration), or answers at random
+        (probe mode; ``forced`` is the answer the probe's concrete values give)."""
+        live = [i for i, w in enumerate(weights) if w > 0]
+        total = float(sum(weights[i] for i in live))
+        if not live:
+            raise unsupported(f"{fingerprint}: every option has weight 0")
+        if len(live) == 1:
+            return live[0]
+        if self.pos < len(self.script):
+            i, fp = self.script[self.pos]
+            if fp != fingerprint:
+                raise unsupported(
+                    f"the implementation is not deterministic given its random draws: choice {self.pos} was "
+                    f"{fp!r} and is now {fingerprint!r} on replay"
+                )
+        elif self.rng is not None:
+            if forced is None:
+                p = np.array([weights[i] / total for i in live])
+                forced = live[int(self.rng.choice(len(live), p=p / p.sum()))]
+            i = forced
+        else:
+            raise _Branch(tuple((j, fingerprint) for j in live))
+        self.pos += 1
+        self.taken.append((i, fingerprint))
+        self.prob *= weights[i] / total
+        return i
+
+    def split(self, var: int, truth: Callable[[float], bool], fingerprint: str) -> bool:
+        """The answer of a comparison that depends on variable ``var`` only, as a function
+        ``truth(u)`` that must be monotone in u (a step at one cut). Branches when both
+        answers occur in the variable's interval."""
+        lo, hi = self.intervals[var]
+        t_lo, t_hi = bool(truth(lo)), bool(truth(below(hi)))
+        if t_lo == t_hi:
+            if self.rng is not None and bool(truth(self.values[var])) != t_lo:
+                raise unsupported(f"{fingerprint}: the comparison is not monotone in the random value")
+            return t_lo
+        a, b = lo, below(hi)  # truth(a) = t_lo, truth(b) != t_lo
+        while True:
+            mid = a + (b - a) / 2
+            if mid <= a or mid >= b:
+                break
+            if bool(truth(mid)) == t_lo:
+                a = mid
+            else:
+                b = mid
+        cut = b
+        forced = None if self.rng is None else int(self.values[var] >= cut)
+        i = self.choose(fingerprint, [cut - lo, hi - cut], forced)
+        self.intervals[var] = [lo, cut] if i == 0 else [cut, hi]
+        return t_lo if i == 0 else not t_lo
+
+    def categorical(self, weights: list[float], fingerprint: str) -> int:
+        self.draws += 1
+        return self.choose(fingerprint, weights)
+
+    def note_dtype(self, dtype: object) -> None:
+        name = str(dtype).replace("torch.", "")
+        self.bits = min(self.bits, MANTISSA_BITS.get(name, 53))
+
+
+# ---- Python scalars: random.random(), Generator.random(), tensor.item() ----
+
+_CMP = {
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+_REFLECT = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+class SymScalar:
+    """A random Python number: variable ``var`` mapped by ``f`` (monotone)."""
+
+    __array_ufunc__ = None  # numpy defers to our reflected operators
+
+    def __init__(self, trace: Trace, var: int, f: Callable[[float], Any], what: str) -> None:
+        self.trace, self.var, self.f, self.what = trace, var, f, what
+
+    def _map(self, g: Callable[[Any], Any], what: str) -> SymScalar:
+        f = self.f
+        return SymScalar(self.trace, self.var, lambda u: g(f(u)), what)
+
+    def _cmp(self, other: Any, op: str) -> Any:
+        if isinstance(other, SymScalar):
+            if other.var != self.var:
+                raise unsupported(f"two random values compared with each other ({self.what} {op} {other.what})")
+            return _CMP[op](self.f(self.trace.values[self.var]), other.f(self.trace.values[self.var]))
+        if isinstance(other, (list, tuple)):
+            other = np.asarray(other)
+        if isinstance(other, np.ndarray) and other.ndim > 0:
+            flat = [self._cmp(x, op) for x in other.reshape(-1)]
+            return np.array(flat, dtype=bool).reshape(other.shape)
+        dtype = getattr(other, "dtype", None)
+        if dtype is not None:
+            self.trace.note_dtype(dtype)
+            if getattr(other, "ndim", 0) > 0:  # a tensor: handled elementwise by __torch_function__
+                return NotImplemented
+        f, cmp = self.f, _CMP[op]
+        return self.trace.split(self.var, lambda u: bool(cmp(f(u), other)), f"{op} {self.what}")
+
+    def __lt__(self, o: Any) -> Any:
+        return self._cmp(o, "lt")
+
+    def __le__(self, o: Any) -> Any:
+        return self._cmp(o, "le")
+
+    def __gt__(self, o: Any) -> Any:
+        return self._cmp(o, "gt")
+
+    def __ge__(self, o: Any) -> Any:
+        return self._cmp(o, "ge")
+
+    def _const(self, o: Any) -> Any:
+        if isinstance(o, SymScalar):
+            raise unsupported(f"arithmetic on two random values ({self.what}, {o.what})")
+        return o
+
+    def __add__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: x + o, self.what)
+
+    __radd__ = __add__
+
+    def __sub__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: x - o, self.what)
+
+    def __rsub__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: o - x, self.what)
+
+    def __mul__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: x * o, self.what)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: x / o, self.what)
+
+    def __rtruediv__(self, o: Any) -> SymScalar:
+        o = self._const(o)
+        return self._map(lambda x: o / x, self.what)
+
+    def __neg__(self) -> SymScalar:
+        return self._map(lambda x: -x, self.what)
+
+    def __pos__(self) -> SymScalar:
+        return self
+
+    def _escape(self, how: str) -> Any:
+        raise unsupported(f"{how} of a random value from {self.what}: the check cannot follow it past that")
+
+    def __float__(self) -> float:
+        return self._escape("float()")
+
+    def __int__(self) -> int:
+        return self._escape("int()")
+
+    def __index__(self) -> int:
+        return self._escape("an index")
+
+    def __bool__(self) -> bool:
+        return self._escape("bool()")
+
+    def __round__(self, n: int | None = None) -> Any:
+        return self._escape("round()")
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"<random value {self.what}, variable {self.var}>"
+
+    def __array_function__(self, func, types, args, kwargs):
+        """``numpy.searchsorted(cdf, u)``: the inverse CDF, one step at a time."""
+        if func is np.searchsorted and len(args) >= 2 and args[1] is self:
+            a = np.asarray(args[0])
+            side = kwargs.get("side", args[2] if len(args) > 2 else "left")
+            self.trace.note_dtype(a.dtype)
+            f, j = self.f, 0
+
+            def above(j: int) -> Callable[[float], bool]:
+                return lambda u: int(np.searchsorted(a, f(u), side=side)) > j
+
+            while j < len(a) and self.trace.split(self.var, above(j), f"searchsorted {self.what} > {j}"):
+                j += 1
+            return np.intp(j)
+        raise unsupported(f"numpy.{func.__name__} of a random value from {self.what}")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """``tensor >= u`` and ``torch.le(u, tensor)``: elementwise over the tensor."""
+        name = getattr(func, "__name__", str(func)).strip("_")
+        name = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge"}.get(name, name)
+        if name not in _CMP or kwargs:
+            raise unsupported(f"torch {name} with a Python random value")
+        a, b = args
+        sym, other, op = (a, b, name) if isinstance(a, SymScalar) else (b, a, _REFLECT[name])
+        import torch  # only reached when the implementation already uses torch
+
+        sym.trace.note_dtype(other.dtype)
+
+        def against(x: Any) -> Callable[[float], bool]:
+            return lambda u: bool(_CMP[op](sym.f(u), x))
+
+        out = [sym.trace.split(sym.var, against(x), f"{op} {sym.what}") for x in other.reshape(-1)]
+        return torch.tensor(out, dtype=torch.bool, device=other.device).reshape(other.shape)
+
+
+# ---- NumPy and Python random replacements ----
+
+
+def _sym_uniform(trace: Trace, origin: str, low: Any = 0.0, high: Any = 1.0) -> SymScalar:
+    var = trace.new_var(origin)
+    if low == 0.0 and high == 1.0:
+        return SymScalar(trace, var, lambda u: u, origin)
+    return SymScalar(trace, var, lambda u: low + (high - low) * u, origin)
+
+
+def _sized(make: Callable[[], Any], size: Any) -> Any:
+    if size is None:
+        return make()
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    out = np.empty(shape, dtype=object)
+    for idx in np.ndindex(*shape):
+        out[idx] = make()
+    return out
+
+
+def _categorical(trace: Trace, weights: Any, origin: str) -> int:
+    w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
+    if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
+        raise unsupported(f"{origin} with weights that are not a law: {w}")
+    return trace.categorical(w, f"{origin} over {len(w)}")
+
+
+class SymGenerator:
+    """Stands in for ``numpy.random.Generator`` / ``RandomState`` (any seed)."""
+
+    def __init__(self, trace: Trace, *args: Any, **kwargs: Any) -> None:
+        self._trace = trace
+
+    def random(self, size: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        return _sized(lambda: _sym_uniform(self._trace, "numpy random"), size)
+
+    random_sample = random
+
+    def rand(self, *shape: int) -> Any:
+        return self.random(shape or None)
+
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
+        return _sized(lambda: _sym_uniform(self._trace, "numpy uniform", low, high), size)
+
+    def exponential(self, scale: Any = 1.0, size: Any = None) -> Any:
+        def make() -> SymScalar:
+            var = self._trace.new_var("numpy exponential")
+            return SymScalar(self._trace, var, lambda u: -math.log1p(-u) * scale, "numpy exponential")
+
+        return _sized(make, size)
+
+    def standard_exponential(self, size: Any = None) -> Any:
+        return self.exponential(1.0, size)
+
+    def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None, **kw: Any) -> Any:
+        pop = np.arange(a) if isinstance(a, (int, np.integer)) else np.asarray(a)
+        weights = np.ones(len(pop)) if p is None else np.asarray(p, dtype=np.float64)
+        if size is None:
+            return pop[_categorical(self._trace, weights, "numpy choice")]
+        if not replace:
+            raise unsupported("numpy choice without replacement")
+        return _sized(lambda: pop[_categorical(self._trace, weights, "numpy choice")], size)
+
+    def seed(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        raise unsupported(f"numpy random {name}")
+
+
+class SymRandom:
+    """Stands in for Python's ``random`` functions and ``random.Random`` instances."""
+
+    def __init__(self, trace: Trace, *args: Any, **kwargs: Any) -> None:
+        self._trace = trace
+
+    def random(self) -> SymScalar:
+        return _sym_uniform(self._trace, "random.random")
+
+    def uniform(self, a: float, b: float) -> SymScalar:
+        return _sym_uniform(self._trace, "random.uniform", a, b)
+
+    def choices(self, population: Any, weights: Any = None, *, cum_weights: Any = None, k: int = 1) -> list:
+        pop = list(population)
+        if cum_weights is not None:
+            cw = [float(x) for x in cum_weights]
+            weights = [cw[0]] + [cw[i] - cw[i - 1] for i in range(1, len(cw))]
+        w = [1.0] * len(pop) if weights is None else weights
+        return [pop[_categorical(self._trace, w, "random.choices")] for _ in range(k)]
+
+    def choice(self, seq: Any) -> Any:
+        return seq[_categorical(self._trace, [1.0] * len(seq), "random.choice")]
+
+    def seed(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        raise unsupported(f"random.{name}")
+
+
+_PY_NAMES = ("random", "uniform", "choices", "choice")
+_PY_REFUSED = ("randint", "randrange", "gauss", "normalvariate", "shuffle", "sample", "getrandbits", "expovariate")
+_NP_NAMES = ("random", "random_sample", "rand", "uniform", "choice", "exponential", "standard_exponential")
+_NP_REFUSED = (
+    "randn",
+    "randint",
+    "normal",
+    "standard_normal",
+    "permutation",
+    "shuffle",
+    "integers",
+    "gumbel",
+    "binomial",
+)
+_NP_FACTORIES = ("default_rng", "Generator", "RandomState")
+
+
+def _originals() -> dict[tuple[str, str], Any]:
+    out: dict[tuple[str, str], Any] = {}
+    for name in _PY_NAMES + _PY_REFUSED + ("Random",):
+        if hasattr(_random, name):
+            out[("random", name)] = getattr(_random, name)
+    for name in _NP_NAMES + _NP_REFUSED + _NP_FACTORIES:
+        if hasattr(np.random, name):
+            out[("numpy.random", name)] = getattr(np.random, name)
+    return out
+
+
+_ORIGINALS = _originals()
+
+
+def _refuser(what: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise unsupported(what)
+
+    return refuse
+
+
+def _replacements(trace: Trace) -> dict[tuple[str, str], Any]:
+    py, gen = SymRandom(trace), SymGenerator(trace)
+    out: dict[tuple[str, str], Any] = {}
+    for mod, name in _ORIGINALS:
+        if mod == "random":
+            if name == "Random":
+                out[(mod, name)] = lambda *a, **k: SymRandom(trace)
+            elif name in _PY_NAMES:
+                out[(mod, name)] = getattr(py, name)
+            else:
+                out[(mod, name)] = _refuser(f"random.{name}")
+        elif name in _NP_FACTORIES:
+            out[(mod, name)] = lambda *a, **k: SymGenerator(trace)
+        elif name in _NP_NAMES:
+            out[(mod, name)] = getattr(gen, name)
+        else:
+            out[(mod, name)] = _refuser(f"numpy.random.{name}")
+    return out

@@ -1,0 +1,377 @@
+"""torch's random calls followed exactly (``rheo.checks.tracer`` for the idea; the Python
+and NumPy side is ``rheo.checks.random_values``).
+
+``RandomMode`` (a ``TorchFunctionMode``) answers ``torch.rand``, ``rand_like``,
+``Tensor.uniform_`` and ``Tensor.exponential_`` with a ``SymTensor`` (one variable per
+element), ``torch.multinomial`` and ``torch.bernoulli`` with categorical choices, and
+refuses the random calls it cannot follow (``randn``, ``randint``, ``normal_``, ...), with
+or without a ``Generator``. A ``SymTensor`` records the chain of operations applied to its
+draw: monotone elementwise maps (``1 - u``, ``u * c``, ``log``, casts) and reshaping or
+indexing. A comparison with a concrete tensor replays that chain on a candidate value of
+the draw, with the implementation's own operations, to find where the answer changes.
+
+Specification: docs/spec.md §7.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from rheo.checks.random_values import SymScalar, Trace, call_site, unsupported
+
+_SENTINEL = object()
+_COMPARE = {
+    "lt": "lt",
+    "le": "le",
+    "gt": "gt",
+    "ge": "ge",
+    "less": "lt",
+    "less_equal": "le",
+    "greater": "gt",
+    "greater_equal": "ge",
+}
+_MONOTONE = {
+    "add", "radd", "sub", "rsub", "mul", "rmul", "div", "true_divide", "truediv", "rtruediv", "neg", "negative",
+    "log", "log2", "log10", "log1p", "exp", "expm1", "sqrt", "rsqrt", "reciprocal", "pow", "clamp", "clip",
+    "clamp_min", "clamp_max", "abs", "sigmoid", "tanh",
+}  # fmt: skip
+_SAME_VARS = {
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "to",
+    "type",
+    "type_as",
+    "contiguous",
+    "clone",
+    "detach",
+    "cpu",
+    "cuda",
+}
+_STRUCTURAL = {
+    "getitem", "view", "reshape", "squeeze", "unsqueeze", "flatten", "expand", "expand_as", "t", "transpose",
+    "permute", "select", "narrow", "index_select", "gather", "view_as", "reshape_as", "broadcast_to", "repeat",
+}  # fmt: skip
+_META = {
+    "get", "size", "dim", "numel", "len", "ndimension", "is_floating_point", "element_size", "stride",
+    "is_contiguous", "repr", "format", "str", "data_ptr", "nelement", "storage_offset", "requires_grad_",
+}  # fmt: skip
+_REFUSED = {
+    "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "normal_", "poisson", "random_",
+    "cauchy_", "geometric_", "log_normal_", "binomial",
+}  # fmt: skip
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__name__", str(func)).strip("_")
+
+
+def _syms(obj: Any, out: list) -> list:
+    if isinstance(obj, SymTensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _syms(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _syms(x, out)
+    return out
+
+
+def _swap(obj: Any, sym: Any, value: Any) -> Any:
+    if obj is sym:
+        return value
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_swap(x, sym, value) for x in obj)
+    return obj
+
+
+class SymTensor(torch.Tensor):
+    """A tensor whose elements are random: element k is ``chain(base(u))[k]`` for the
+    draw's variable ``_rheo_vars[k]``."""
+
+    _rheo_trace: Trace
+    _rheo_base: Callable[[torch.Tensor], torch.Tensor]
+    _rheo_shape: torch.Size
+    _rheo_steps: list
+    _rheo_vars: torch.Tensor
+    _rheo_origin: str
+
+    def _rheo_at(self, u: float) -> torch.Tensor:
+        """The chain replayed with every element of the draw at value ``u``."""
+        with torch._C.DisableTorchFunctionSubclass():
+            x = self._rheo_base(torch.full(self._rheo_shape, u, dtype=torch.float64, device=self._rheo_vars.device))
+            for func, args, kwargs in self._rheo_steps:
+                x = func(*_swap(args, _SENTINEL, x), **kwargs)
+        return x
+
+    def _derive(self, out: torch.Tensor, step: tuple, new_vars: torch.Tensor) -> SymTensor:
+        res = out.as_subclass(SymTensor)
+        res._rheo_trace, res._rheo_base, res._rheo_shape = self._rheo_trace, self._rheo_base, self._rheo_shape
+        res._rheo_steps, res._rheo_vars, res._rheo_origin = self._rheo_steps + [step], new_vars, self._rheo_origin
+        return res
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _name(func)
+        syms = list({id(s): s for s in _syms((args, kwargs), [])}.values())
+        if name in _META:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs)
+        sym = syms[0]
+        if len(syms) > 1:
+            raise unsupported(f"torch {name} on two random tensors ({sym._rheo_origin})")
+        plain = "r" + name if name in ("add", "sub", "mul", "truediv") and args and args[0] is not sym else name
+        if name.endswith("_") and name[:-1] not in ("squeeze", "unsqueeze"):
+            raise unsupported(f"in-place torch {name} with a random tensor ({sym._rheo_origin})")
+        if name in _COMPARE:
+            return sym._compare(func, _COMPARE[name], args, kwargs)
+        if name in ("argmax", "argmin"):
+            return sym._race(name, args, kwargs)
+        if name == "searchsorted" and args and args[0] is not sym:
+            return sym._searchsorted(func, args, kwargs)
+        if name == "item":
+            return SymScalar(
+                sym._rheo_trace, int(sym._rheo_vars.reshape(-1)[0]), lambda u: sym._rheo_at(u).item(), sym._rheo_origin
+            )
+        if name == "tolist":
+            return sym._tolist()
+        if plain in _MONOTONE or name in _SAME_VARS or name in _STRUCTURAL:
+            with torch._C.DisableTorchFunctionSubclass():
+                out = func(*args, **kwargs)
+                if not isinstance(out, torch.Tensor):
+                    raise unsupported(f"torch {name} on a random tensor ({sym._rheo_origin})")
+                if name in _SAME_VARS:
+                    new_vars = sym._rheo_vars
+                elif name in _STRUCTURAL:
+                    new_vars = func(*_swap(args, sym, sym._rheo_vars), **kwargs)
+                else:
+                    try:
+                        new_vars = torch.broadcast_to(sym._rheo_vars, out.shape)
+                    except RuntimeError:
+                        raise unsupported(
+                            f"torch {name} mixes the elements of a random tensor ({sym._rheo_origin})"
+                        ) from None
+            step = (func, _swap(args, sym, _SENTINEL), kwargs)
+            return sym._derive(out, step, new_vars)
+        raise unsupported(f"torch {name} on a random tensor ({sym._rheo_origin}): the check cannot follow it")
+
+    def _compare(self, func: Any, op: str, args: tuple, kwargs: dict) -> torch.Tensor:
+        for a in args:
+            if isinstance(a, torch.Tensor) and a is not self:
+                self._rheo_trace.note_dtype(a.dtype)
+        with torch._C.DisableTorchFunctionSubclass():
+            shape = func(*args, **kwargs).shape
+            vars_b = torch.broadcast_to(self._rheo_vars, shape).reshape(-1).tolist()
+        template = _swap(args, self, _SENTINEL)
+
+        def at(u: float) -> torch.Tensor:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*_swap(template, _SENTINEL, self._rheo_at(u)), **kwargs).reshape(-1)
+
+        def element(k: int) -> Callable[[float], bool]:
+            return lambda u: bool(at(u)[k])
+
+        out = [
+            self._rheo_trace.split(var, element(k), f"{op} {self._rheo_origin}[{var}]") for k, var in enumerate(vars_b)
+        ]
+        return torch.tensor(out, dtype=torch.bool, device=self._rheo_vars.device).reshape(shape)
+
+    def _searchsorted(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+        """Inverse CDF: each index is a nondecreasing step function of its variable,
+        resolved one step at a time."""
+        self._rheo_trace.note_dtype(args[0].dtype)
+        with torch._C.DisableTorchFunctionSubclass():
+            shape = func(*args, **kwargs).shape
+            vars_b = self._rheo_vars.reshape(-1).tolist()
+        template = _swap(args, self, _SENTINEL)
+        n = args[0].shape[-1]
+
+        def at(u: float) -> torch.Tensor:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*_swap(template, _SENTINEL, self._rheo_at(u)), **kwargs).reshape(-1)
+
+        def above(k: int, j: int) -> Callable[[float], bool]:
+            return lambda u: int(at(u)[k]) > j
+
+        out = []
+        for k, var in enumerate(vars_b):
+            j = 0
+            while j < n and self._rheo_trace.split(var, above(k, j), f"searchsorted {self._rheo_origin}[{var}] > {j}"):
+                j += 1
+            out.append(j)
+        return torch.tensor(out, dtype=torch.long, device=self._rheo_vars.device).reshape(shape)
+
+    def _tolist(self) -> Any:
+        def element(k: int) -> Callable[[float], Any]:
+            return lambda u: self._rheo_at(u).reshape(-1)[k].item()
+
+        flat = [
+            SymScalar(self._rheo_trace, int(v), element(k), self._rheo_origin)
+            for k, v in enumerate(self._rheo_vars.reshape(-1).tolist())
+        ]
+        if self._rheo_vars.dim() == 0:
+            return flat[0]
+        arr: Any = flat
+        for n in reversed(list(self._rheo_vars.shape)[1:]):
+            arr = [arr[i : i + n] for i in range(0, len(arr), n)]
+        return arr
+
+    def _race(self, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
+        """argmax / argmin over independent random elements: categorical when each element
+        is the exponential race p_k / E_k (or E_k / p_k for argmin) or the Gumbel-max
+        c_k + G_k."""
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+        shape = self._rheo_vars.shape
+        if dim is not None and any(s != 1 for i, s in enumerate(shape) if i != dim % len(shape)):
+            raise unsupported(f"torch {name} over a batch of random rows ({self._rheo_origin})")
+        flat_vars = self._rheo_vars.reshape(-1).tolist()
+        if len(set(flat_vars)) != len(flat_vars):
+            raise unsupported(f"torch {name} over elements that share a random value ({self._rheo_origin})")
+        us = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
+        with torch._C.DisableTorchFunctionSubclass():
+            F = torch.stack([self._rheo_at(u).reshape(-1).double() for u in us]).cpu()
+            base = torch.tensor(
+                [float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item()) for u in us],
+                dtype=torch.float64,
+            )
+        weights = _race_weights(F, base, name)
+        if weights is None:
+            raise unsupported(
+                f"torch {name} over random values that are neither an exponential race (p / E) nor a Gumbel-max "
+                f"(log p + G) ({self._rheo_origin})"
+            )
+        k = self._rheo_trace.categorical(weights, f"{name} race {self._rheo_origin}")
+        out = torch.tensor(k if dim is None else [k], device=self._rheo_vars.device)
+        if dim is not None:
+            target = list(shape)
+            target[dim % len(shape)] = 1
+            out = out.reshape(target if keepdim else [s for i, s in enumerate(target) if i != dim % len(shape)])
+        return out
+
+
+def _constant(cols: torch.Tensor) -> torch.Tensor | None:
+    """The per-column value when each column of ``cols`` is constant (relative 1e-9)."""
+    first = cols[0]
+    ok = torch.isfinite(cols).all() and torch.allclose(cols, first.expand_as(cols), rtol=1e-9, atol=1e-12)
+    return first if ok else None
+
+
+def _race_weights(F: torch.Tensor, base: torch.Tensor, name: str) -> list[float] | None:
+    """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E or c_k + Gumbel, with E an
+    exponential variable that is ``base`` or a standard function of the uniform."""
+    u = torch.tensor([0.05, 0.2, 0.4, 0.6, 0.8, 0.95], dtype=torch.float64)
+    exps = [base, -torch.log(u), -torch.log1p(-u)]
+    for E in exps:
+        if not bool((E > 0).all()):
+            continue
+        E = E[:, None]
+        if name == "argmax":
+            w = _constant(F * E)  # F = W / E
+            if w is not None and bool((w >= 0).all()):
+                return w.tolist()
+            c = _constant(F + torch.log(E))  # F = c + G, G = -log E
+            if c is not None:
+                return torch.exp(c - c.max()).tolist()
+        else:
+            inv = _constant(F / E)  # F = E / W
+            if inv is not None and bool((inv > 0).all()):
+                return (1 / inv).tolist()
+    return None
+
+
+def _make_sym(trace: Trace, t: torch.Tensor, origin: str, base: Callable[[torch.Tensor], torch.Tensor]) -> SymTensor:
+    n = t.numel()
+    first = len(trace.intervals)
+    for _ in range(n):
+        trace.new_var(origin)
+    if trace.rng is not None:  # probe mode: the concrete data are the variables' values
+        with torch._C.DisableTorchFunctionSubclass():
+            vals = torch.tensor(trace.values[first : first + n], dtype=torch.float64).reshape(t.shape)
+            t.copy_(base(vals.to(t.device)).to(t.dtype))
+    t.__class__ = SymTensor
+    sym: SymTensor = t  # type: ignore[assignment]  # the class was just set
+    sym._rheo_trace, sym._rheo_base, sym._rheo_shape = trace, base, t.shape
+    sym._rheo_steps, sym._rheo_origin = [], f"{origin} at {_site()}"
+    with torch._C.DisableTorchFunctionSubclass():
+        sym._rheo_vars = torch.arange(first, first + n, device=t.device).reshape(t.shape)
+    return sym
+
+
+def _site() -> str:
+    return call_site()
+
+
+def _arg(args: tuple, kwargs: dict, i: int, key: str, default: Any) -> Any:
+    return args[i] if len(args) > i else kwargs.get(key, default)
+
+
+class RandomMode(TorchFunctionMode):
+    """Answers torch's random calls from a ``Trace`` while active."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in ("rand", "rand_like"):
+            return _make_sym(self.trace, func(*args, **kwargs), f"torch.{name}", lambda u: u)
+        if name == "uniform_":
+            a, b = float(_arg(args, kwargs, 1, "from", 0.0)), float(_arg(args, kwargs, 2, "to", 1.0))
+            return _make_sym(self.trace, func(*args, **kwargs), "Tensor.uniform_", lambda u: a + (b - a) * u)
+        if name == "exponential_":
+            lambd = float(_arg(args, kwargs, 1, "lambd", 1.0))
+            return _make_sym(
+                self.trace, func(*args, **kwargs), "Tensor.exponential_", lambda u: -torch.log1p(-u) / lambd
+            )
+        if name == "multinomial":
+            return self._multinomial(args, kwargs)
+        if name in ("bernoulli", "bernoulli_"):
+            return self._bernoulli(name, args, kwargs)
+        if name in _REFUSED:
+            raise unsupported(f"torch.{name}")
+        return func(*args, **kwargs)
+
+    def _multinomial(self, args: tuple, kwargs: dict) -> torch.Tensor:
+        probs = args[0]
+        n = int(_arg(args, kwargs, 1, "num_samples", 1))
+        replacement = bool(_arg(args, kwargs, 2, "replacement", False))
+        if isinstance(probs, SymTensor):
+            raise unsupported("torch.multinomial with random weights")
+        self.trace.note_dtype(probs.dtype)
+        rows = probs.detach().double().cpu().reshape(-1, probs.shape[-1]).tolist()
+        picks = []
+        for row in rows:
+            w, got = list(row), []
+            if any(x < 0 or x != x for x in w) or sum(w) <= 0:
+                raise RuntimeError("multinomial: invalid probability distribution (the gate's stand-in refuses it too)")
+            for _ in range(n):
+                i = self.trace.categorical(w, f"torch.multinomial over {len(w)} at {_site()}")
+                got.append(i)
+                if not replacement:
+                    w[i] = 0.0
+            picks.append(got)
+        return torch.tensor(picks, dtype=torch.long, device=probs.device).reshape(*probs.shape[:-1], n)
+
+    def _bernoulli(self, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
+        target = args[0]
+        p = _arg(args, kwargs, 1, "p", None) if name == "bernoulli_" else _arg(args, kwargs, 1, "p", target)
+        if isinstance(p, SymTensor) or isinstance(target, SymTensor):
+            raise unsupported(f"torch.{name} with random probabilities")
+        probs = torch.broadcast_to(torch.as_tensor(p, dtype=torch.float64), target.shape).reshape(-1).tolist()
+        bits = [float(self.trace.categorical([1 - x, x], f"torch.{name} at {_site()}")) for x in probs]
+        out = torch.tensor(bits, dtype=target.dtype, device=target.device).reshape(target.shape)
+        if name == "bernoulli_":
+            with torch._C.DisableTorchFunctionSubclass():
+                target.copy_(out)
+            return target
+        return out

@@ -1,0 +1,159 @@
+"""Following an implementation's randomness exactly: every random draw it makes becomes a
+choice point, and a replay enumeration visits every combination (docs/gate.md, "Exact
+certification of an implementation").
+
+Two kinds of randomness are followed:
+
+- **Drawn uniforms** (Python's ``random.random``/``uniform``, NumPy's ``Generator`` and
+  legacy ``np.random``, torch's ``rand``/``rand_like``/``uniform_``/``exponential_``) come
+  back as *symbolic* values: a variable with the interval it is known to lie in, plus the
+  monotone map the implementation applied to it (``u * c``, ``1 - u``, ``log u``, ...). A
+  comparison with a threshold splits the interval in two, found by bisection with the
+  implementation's own operation (so dtype promotion and rounding are its own), and each
+  side is a branch weighted by its length: the *ideal* law, u continuous.
+- **Categorical draws** (``torch.multinomial``, ``torch.bernoulli``, ``Generator.choice``,
+  ``random.choices``) branch over their support with the given weights. So do the two
+  patterns that compare several uniforms with each other: the Gumbel-max
+  ``argmax(log p + G)`` and the exponential race ``argmax(p / E)``, both categorical in p.
+
+Anything else done with a random value (``float(u)``, two random values compared, a sum of
+uniforms, ``torch.randn``) raises ``Unsupported`` naming the operation and the line of the
+implementation that did it; the caller then falls back to the statistical check. It never
+guesses: ``Trace`` in probe mode answers every choice at random instead, so a caller can
+replay random leaves with scrambled global seeds and confirm that nothing escaped.
+
+Specification: docs/spec.md §5 (what the enumerated law is judged against), §7.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random as _random
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rheo.checks.random_values import _ORIGINALS, Trace, Unsupported, _Branch, _replacements, below, unsupported
+
+__all__ = [
+    "Leaf",
+    "RunCap",
+    "Trace",
+    "Unsupported",
+    "below",
+    "enumerate_runs",
+    "intercepted",
+    "probe_runs",
+    "unsupported",
+]
+
+_ALIASES: dict[tuple, list] = {}
+
+
+def aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
+    """(module globals, name, original key) for every module whose name starts with one of
+    ``roots`` that bound one of the random functions to a name of its own
+    (``from random import random``). Cached until a module is imported."""
+    key = (tuple(roots), len(sys.modules))
+    if key not in _ALIASES:
+        _ALIASES.clear()
+        _ALIASES[key] = _find_aliases(roots)
+    return _ALIASES[key]
+
+
+def _find_aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
+    by_id = {id(v): k for k, v in _ORIGINALS.items()}
+    out = []
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is None or not any(mod_name == r or mod_name.startswith(r + ".") for r in roots):
+            continue
+        g = getattr(mod, "__dict__", {})
+        for name, value in list(g.items()):
+            key = by_id.get(id(value))
+            if key is not None:
+                out.append((g, name, key))
+    return out
+
+
+@contextmanager
+def intercepted(trace: Trace, roots: list[str] | None = None) -> Iterator[None]:
+    """While active, every random call of Python's random, numpy.random and torch is
+    answered by ``trace`` (in the modules themselves and in the globals of the modules
+    under ``roots``)."""
+    repl = _replacements(trace)
+    mods = {"random": _random, "numpy.random": np.random}
+    saved = [(mods[m], n, v) for (m, n), v in _ORIGINALS.items()]
+    local = aliases(roots or [])
+    for (m, n), v in repl.items():
+        setattr(mods[m], n, v)
+    for g, name, key in local:
+        g[name] = repl[key]
+    mode = None
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+        from rheo.checks.random_values_torch import RandomMode  # needs torch
+
+        mode = RandomMode(trace)
+        mode.__enter__()
+    try:
+        yield
+    finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
+        for mod, n, v in saved:
+            setattr(mod, n, v)
+        for g, name, key in local:
+            g[name] = _ORIGINALS[key]
+
+
+# ---- enumeration ----
+
+
+@dataclass
+class Leaf:
+    prob: float
+    result: Any
+    script: tuple[tuple[int, str], ...]
+    bits: int
+
+
+class RunCap(Exception):
+    """The enumeration needed more runs than allowed."""
+
+
+def enumerate_runs(fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int]) -> Iterator[Leaf]:
+    """Run ``fn`` under every combination of answers to its random choices (depth first).
+    ``counter[0]`` counts runs across calls; RunCap when it passes ``max_runs``."""
+    stack: list[tuple[tuple[int, str], ...]] = [()]
+    while stack:
+        script = stack.pop()
+        counter[0] += 1
+        if counter[0] > max_runs:
+            raise RunCap(max_runs)
+        trace = Trace(script)
+        try:
+            with intercepted(trace, roots):
+                result = fn()
+        except _Branch as b:
+            stack.extend(script + (o,) for o in reversed(b.options))
+            continue
+        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits)
+
+
+def probe_runs(fn: Callable[[], Any], roots: list[str], seed: int, count: int) -> Iterator[tuple[tuple, Any]]:
+    """``count`` runs with every choice answered at random and the global seeds of random,
+    numpy and torch scrambled: (script taken, result)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        s = int(rng.integers(2**31))
+        _random.seed(s)
+        np.random.seed(s)
+        if "torch" in sys.modules:
+            sys.modules["torch"].manual_seed(s)
+        trace = Trace((), rng=rng)
+        with intercepted(trace, roots):
+            result = fn()
+        yield tuple(trace.taken), result
