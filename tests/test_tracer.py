@@ -164,3 +164,19 @@ def test_probes_see_randomness_that_escaped():
     assert mismatches > 0
     fair = {leaf.script: leaf.result for leaf in enumerate_runs(lambda: random.random() < 0.5, [], 100, [0])}
     assert all(fair.get(s) == out for s, out in probe_runs(lambda: random.random() < 0.5, [], 0, 40))
+
+
+def test_the_backend_law_puts_each_uniform_on_its_generators_grid():
+    """`u <= 0` has probability 0 for a continuous u, but 2^-24 for a float32 torch.rand
+    (k / 2^24, k = 0 included) and 2^-53 for Python's random (EAGLE's inclusive coin)."""
+    for draw, grid in ((lambda: torch.rand(1), 2.0**-24), (lambda: random.random(), 2.0**-53)):
+        ideal: dict = defaultdict(float)
+        backend: dict = defaultdict(float)
+        for leaf in enumerate_runs(lambda d=draw: bool(d() <= torch.tensor([0.0], dtype=torch.float64)), [], 100, [0]):
+            ideal[leaf.result] += leaf.prob
+            backend[leaf.result] += leaf.prob_backend
+        assert ideal[True] < 1e-300
+        assert backend[True] == grid and backend[False] == 1 - grid
+    # away from the grid's edge the two agree to the grid's resolution
+    leaves = list(enumerate_runs(lambda: bool(torch.rand(1) < 0.3), [], 100, [0]))
+    assert all(abs(leaf.prob - leaf.prob_backend) < 2.0**-23 for leaf in leaves)

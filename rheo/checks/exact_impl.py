@@ -12,6 +12,11 @@ in a part it does not provide). Each part's randomness is enumerated:
 - **Its own draws** (``follows_uniforms = False``): ``rheo.checks.tracer`` intercepts
   torch, NumPy and Python ``random`` and enumerates every answer.
 
+Two laws come out: the *ideal* one (every drawn uniform continuous: the verdict) and the
+*backend* one (every drawn uniform on its generator's grid, k / 2^24 for a float32
+``torch.rand``, reported beside it: there an inclusive ``u <= 0`` accepts a token of
+probability 0 with probability 2^-24).
+
 The law of the output O, continued by exact target sampling to length D+1, is compared with
 p_T on V^(D+1) (``rheo.reference.certify.max_deviation``), against the implementation's
 own ``sampler_law`` when it has one. The implementation's float thresholds make the law a
@@ -74,7 +79,8 @@ class Certificate:
     case: dict
     verdict: str  # "lossless" | "not lossless" | "unsupported" | "skipped"
     detail: str = ""
-    deviation: float | None = None
+    deviation: float | None = None  # ideal law: every drawn uniform continuous
+    backend_deviation: float | None = None  # every drawn uniform on its generator's grid (k / 2^24 for float32)
     sequence: list[int] = field(default_factory=list)
     continued: float | None = None
     target: float | None = None
@@ -92,7 +98,8 @@ class Certificate:
     def summary(self) -> str:
         if self.verdict in ("lossless", "not lossless"):
             return (
-                f"{self.name}: {self.verdict} (exact): deviation {self.deviation:.3g} (tolerance {self.tolerance:g}), "
+                f"{self.name}: {self.verdict} (exact): deviation {self.deviation:.3g} (tolerance {self.tolerance:g}; "
+                f"{self.backend_deviation:.3g} with the generators' grids), "
                 f"{self.runs} runs, {self.trees} trees, {self.seconds:.2f} s"
             )
         return f"{self.name}: {self.verdict}: {self.detail}"
@@ -103,6 +110,7 @@ class Certificate:
             "verdict": self.verdict,
             "detail": self.detail,
             "max_abs_deviation": self.deviation,
+            "backend_max_abs_deviation": self.backend_deviation,
             "worst_sequence": self.sequence,
             "worst_continued": self.continued,
             "worst_target": self.target,
@@ -261,12 +269,12 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: _
     trees: dict[tuple, list] = {}
     bits = 53
 
-    def add(prob: float, t: dict) -> None:
+    def add(prob: float, t: dict, backend: float | None = None) -> None:
         key = _tree_key(t)
-        if key in trees:
-            trees[key][0] += prob
-        else:
-            trees[key] = [prob, t]
+        if key not in trees:
+            trees[key] = [0.0, t, 0.0]
+        trees[key][0] += prob
+        trees[key][2] += prob if backend is None else backend
 
     if not impl.builds_trees:
         for prob, tree in enumerate_choices(lambda ch: reference_build_tree(inst, ch), 1.0):
@@ -291,7 +299,7 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: _
     seen: dict[tuple, tuple] = {}
     runs = [0]
     for leaf in enumerate_runs(lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs):
-        add(leaf.prob, leaf.result)
+        add(leaf.prob, leaf.result, leaf.prob_backend)
         seen[leaf.script] = _tree_key(leaf.result)
         bits = min(bits, leaf.bits)
     counter.runs += runs[0]
@@ -311,16 +319,18 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: _
 
 def _walk_law(
     impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: _Counter, rng, probes: int
-) -> tuple[dict, int]:
-    """{output tokens: probability} of the verifier on ``tree``, and the lowest precision compared."""
+) -> tuple[dict, dict, int]:
+    """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
+    uniform on its generator's grid (the backend law), and the lowest precision compared."""
     law: dict[tuple, float] = defaultdict(float)
+    backend: dict[tuple, float] = defaultdict(float)
     if not impl.verifies:
         labelled = LabelledTree(
             (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
         )
         for o, pr in verification_law(inst, labelled).items():
             law[o] += float(pr)
-        return law, 53
+        return law, law, 53
     c = inst.config
     n = (c.depth + 1) * (c.K + 2)
     if impl.follows_uniforms:
@@ -333,13 +343,14 @@ def _walk_law(
         for prob, (tokens, _) in leaves:
             law[tokens] += prob
         _probe_handed(fn, n, structure, rng, "verify")
-        return law, 53
+        return law, law, 53
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
     for leaf in enumerate_runs(lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs):
         law[leaf.result[0]] += leaf.prob
+        backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
         bits = min(bits, leaf.bits)
     counter.runs += runs[0]
@@ -354,7 +365,7 @@ def _walk_law(
                 "verify: a replay with random answers and scrambled seeds gave another output: it uses randomness "
                 "this check does not intercept"
             )
-    return law, bits
+    return law, backend, bits
 
 
 def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0) -> Certificate:
@@ -372,12 +383,15 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
     try:
         trees, bits = _tree_law(impl, inst, roots, counter, rng)
         law: dict[tuple, float] = defaultdict(float)
+        law_backend: dict[tuple, float] = defaultdict(float)
         probes = max(2, PROBES // max(1, len(trees)))
-        for w_tree, tree in trees.values():
-            walk, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)
+        for w_tree, tree, w_backend in trees.values():
+            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)
             bits = min(bits, b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr
+            for o, pr in walk_backend.items():
+                law_backend[o] += w_backend * pr
     except NotImplementedError as e:
         cert.detail = f"the implementation raised NotImplementedError ({e})"
         return cert
@@ -406,6 +420,7 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
     cert.deviation, cert.sequence = float(dev.value), list(dev.sequence)
     cert.continued, cert.target = float(dev.continued), float(dev.target)
     cert.law = dict(law)
+    cert.backend_deviation = float(max_deviation(judged, dict(law_backend)).value)
     cert.verdict = "lossless" if cert.deviation <= tol else "not lossless"
     cert.seconds = time.perf_counter() - t0
     return cert

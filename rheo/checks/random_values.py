@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import random as _random
+import struct
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,14 @@ def unsupported(what: str) -> Unsupported:
     return Unsupported(f"{what} (at {call_site()})")
 
 
+def _bits(x: float) -> int:
+    return int(struct.unpack("<q", struct.pack("<d", x))[0])
+
+
+def _float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+
 def below(x: float) -> float:
     return math.nextafter(x, -math.inf)
 
@@ -62,35 +71,47 @@ class Trace:
     ``script`` is a tuple of (option index, fingerprint): a replay whose choice point has
     another fingerprint was not deterministic given its draws. With ``rng`` (probe mode)
     every unscripted choice is answered at random, with its weight, instead of branching.
+
+    ``prob`` is the *ideal* probability (u continuous); ``prob_backend`` the *backend* one,
+    with each variable on its generator's grid k / 2^bits (24 bits for a float32
+    ``torch.rand``, 53 for Python's and NumPy's float64 draws): there ``u <= 0`` has
+    probability 2^-bits, not 0.
     """
 
     script: tuple[tuple[int, str], ...] = ()
     rng: np.random.Generator | None = None
     prob: float = 1.0
+    prob_backend: float = 1.0
     pos: int = 0
     taken: list[tuple[int, str]] = field(default_factory=list)
     intervals: list[list[float]] = field(default_factory=list)
     values: list[float] = field(default_factory=list)  # probe mode: each variable's concrete value
     origins: list[str] = field(default_factory=list)
+    grids: list[int] = field(default_factory=list)  # each variable's generator grid, in bits
     bits: int = 53  # mantissa bits of the lowest-precision operand compared with a random value
     draws: int = 0
 
-    def new_var(self, origin: str) -> int:
+    def new_var(self, origin: str, grid: int = 53) -> int:
         self.intervals.append([0.0, 1.0])
+        self.grids.append(grid)
         self.values.append(float(self.rng.random()) if self.rng is not None else 0.5)
         self.origins.append(origin)
         self.draws += 1
         return len(self.intervals) - 1
 
-    def choose(self, fingerprint: str, weights: list[float], forced: int | None = None) -> int:
+    def choose(
+        self, fingerprint: str, weights: list[float], forced: int | None = None, backend: list[int] | None = None
+    ) -> int:
         """Pick an option index; options of weight 0 are never picked. Replays the script,
         raises _Branch at the first unscripted choice (enumeration), or answers at random
-        (probe mode; ``forced`` is the answer the probe's concrete values give)."""
+        (probe mode; ``forced`` is the answer the probe's concrete values give).
+        ``backend``: the options' grid-point counts, for ``prob_backend``."""
         live = [i for i, w in enumerate(weights) if w > 0]
         total = float(sum(weights[i] for i in live))
         if not live:
             raise unsupported(f"{fingerprint}: every option has weight 0")
         if len(live) == 1:
+            self._backend(live[0], weights, total, backend)
             return live[0]
         if self.pos < len(self.script):
             i, fp = self.script[self.pos]
@@ -109,7 +130,14 @@ class Trace:
         self.pos += 1
         self.taken.append((i, fingerprint))
         self.prob *= weights[i] / total
+        self._backend(i, weights, total, backend)
         return i
+
+    def _backend(self, i: int, weights: list[float], total: float, backend: list[int] | None) -> None:
+        if backend is None:
+            self.prob_backend *= weights[i] / total
+        else:
+            self.prob_backend *= backend[i] / sum(backend) if sum(backend) else 0.0
 
     def split(self, var: int, truth: Callable[[float], bool], fingerprint: str) -> bool:
         """The answer of a comparison that depends on variable ``var`` only, as a function
@@ -121,18 +149,20 @@ class Trace:
             if self.rng is not None and bool(truth(self.values[var])) != t_lo:
                 raise unsupported(f"{fingerprint}: the comparison is not monotone in the random value")
             return t_lo
-        a, b = lo, below(hi)  # truth(a) = t_lo, truth(b) != t_lo
-        while True:
-            mid = a + (b - a) / 2
-            if mid <= a or mid >= b:
-                break
-            if bool(truth(mid)) == t_lo:
+        # bisection over the floats themselves (their bit patterns, ordered like the values for
+        # floats >= 0): at most 64 steps to the adjacent pair, even for a cut near 0
+        a, b = _bits(lo), _bits(below(hi))  # truth(a) = t_lo, truth(b) != t_lo
+        while b - a > 1:
+            mid = (a + b) // 2
+            if bool(truth(_float(mid))) == t_lo:
                 a = mid
             else:
                 b = mid
-        cut = b
+        cut = _float(b)
         forced = None if self.rng is None else int(self.values[var] >= cut)
-        i = self.choose(fingerprint, [cut - lo, hi - cut], forced)
+        scale = 2.0 ** self.grids[var]  # grid points k / scale below x: ceil(x * scale), exact in floats
+        n_lo, n_cut, n_hi = (math.ceil(x * scale) for x in (lo, cut, hi))
+        i = self.choose(fingerprint, [cut - lo, hi - cut], forced, [n_cut - n_lo, n_hi - n_cut])
         self.intervals[var] = [lo, cut] if i == 0 else [cut, hi]
         return t_lo if i == 0 else not t_lo
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rheo.checks.random_values import SymScalar, Trace, call_site, unsupported
+from rheo.checks.random_values import MANTISSA_BITS, SymScalar, Trace, call_site, unsupported
 
 _SENTINEL = object()
 _COMPARE = {
@@ -290,8 +290,9 @@ def _race_weights(F: torch.Tensor, base: torch.Tensor, name: str) -> list[float]
 def _make_sym(trace: Trace, t: torch.Tensor, origin: str, base: Callable[[torch.Tensor], torch.Tensor]) -> SymTensor:
     n = t.numel()
     first = len(trace.intervals)
+    grid = MANTISSA_BITS.get(str(t.dtype).replace("torch.", ""), 53)  # torch.rand: k / 2^24 in float32
     for _ in range(n):
-        trace.new_var(origin)
+        trace.new_var(origin, grid)
     if trace.rng is not None:  # probe mode: the concrete data are the variables' values
         with torch._C.DisableTorchFunctionSubclass():
             vals = torch.tensor(trace.values[first : first + n], dtype=torch.float64).reshape(t.shape)

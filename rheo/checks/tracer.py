@@ -114,10 +114,11 @@ def intercepted(trace: Trace, roots: list[str] | None = None) -> Iterator[None]:
 
 @dataclass
 class Leaf:
-    prob: float
+    prob: float  # ideal: every uniform continuous
     result: Any
     script: tuple[tuple[int, str], ...]
     bits: int
+    prob_backend: float  # every uniform on its generator's grid
 
 
 class RunCap(Exception):
@@ -140,7 +141,7 @@ def enumerate_runs(fn: Callable[[], Any], roots: list[str], max_runs: int, count
         except _Branch as b:
             stack.extend(script + (o,) for o in reversed(b.options))
             continue
-        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits)
+        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend)
 
 
 def probe_runs(fn: Callable[[], Any], roots: list[str], seed: int, count: int) -> Iterator[tuple[tuple, Any]]:
