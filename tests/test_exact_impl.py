@@ -150,3 +150,29 @@ def test_the_check_passes_with_the_cases_it_covered_and_fails_when_nothing_is_su
     assert out.verdict == "pass" and "lossless (exact) on 1 cases" in out.detail
     out = check_exact(impl, [TOPK])
     assert out.verdict == "fail" and "nothing is proven" in out.detail
+
+
+def test_a_crash_is_a_finding_with_its_case():
+    from rheo.checks.harness import Implementation
+
+    class Crashes(FloatCoin):
+        def verify(self, tree, target_logits, config, temperature, uniforms):
+            raise ValueError("index out of range in my kernel")
+
+    out = check_exact(Implementation(Crashes(), "crashes"), [{**TOPK, "name": "topk"}])
+    assert out.verdict == "fail" and "failed on topk: ValueError: index out of range" in out.detail
+    assert out.counterexample["case"]["policy"] == "topk"
+
+
+def test_probes_leave_the_global_random_state_as_it_was():
+    import random
+
+    import numpy as np
+
+    random.seed(5)
+    np.random.seed(5)
+    expected = (random.random(), np.random.random())
+    random.seed(5)
+    np.random.seed(5)
+    cert("examples.eagle_style:EagleVerifier", TOPK)
+    assert (random.random(), np.random.random()) == expected

@@ -77,7 +77,7 @@ class Certificate:
     """What the exact check found on one case."""
 
     case: dict
-    verdict: str  # "lossless" | "not lossless" | "unsupported" | "skipped"
+    verdict: str  # "lossless" | "not lossless" | "unsupported" (not followed) | "crashed" | "skipped" (configuration)
     detail: str = ""
     deviation: float | None = None  # ideal law: every drawn uniform continuous
     backend_deviation: float | None = None  # every drawn uniform on its generator's grid (k / 2^24 for float32)
@@ -404,7 +404,11 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
         cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
         return cert
     except BadOutput as e:
-        cert.verdict, cert.detail = "not lossless", f"malformed output: {e}"
+        cert.verdict, cert.detail = "crashed", f"malformed output: {e}"
+        return cert
+    except Exception as e:  # the implementation crashed: a finding, with its message
+        cert.verdict, cert.detail = "crashed", f"{type(e).__name__}: {e}"
+        cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
         return cert
     cert.runs, cert.trees, cert.outputs = counter.runs, len(trees), len(law)
     tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
@@ -495,6 +499,15 @@ def check_exact(
         if strategy is not None:
             found, seed = shrunk_search(strategy, lossy, search_examples, seed)
             data["search"] = {"examples": search_examples, "seed": seed, "found": found is not None}
+    crashed = [c for c in certs if c.verdict == "crashed"]
+    if crashed:
+        first = crashed[0]
+        return Outcome(
+            "fail",
+            f"the implementation failed on {first.name}: {first.detail}",
+            {"check": "exact certification", "implementation": impl.name, **first.to_json(), "case": first.case},
+            data,
+        )
     if found is not None or bad:
         cert = certify_implementation(impl, found, max_runs) if found is not None else bad[0]
         where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"

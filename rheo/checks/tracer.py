@@ -148,13 +148,21 @@ def probe_runs(fn: Callable[[], Any], roots: list[str], seed: int, count: int) -
     """``count`` runs with every choice answered at random and the global seeds of random,
     numpy and torch scrambled: (script taken, result)."""
     rng = np.random.default_rng(seed)
-    for _ in range(count):
-        s = int(rng.integers(2**31))
-        _random.seed(s)
-        np.random.seed(s)
-        if "torch" in sys.modules:
-            sys.modules["torch"].manual_seed(s)
-        trace = Trace((), rng=rng)
-        with intercepted(trace, roots):
-            result = fn()
-        yield tuple(trace.taken), result
+    torch = sys.modules.get("torch")
+    saved = (_random.getstate(), np.random.get_state(), torch.random.get_rng_state() if torch else None)
+    try:
+        for _ in range(count):
+            s = int(rng.integers(2**31))
+            _random.seed(s)
+            np.random.seed(s)
+            if torch is not None:
+                torch.manual_seed(s)
+            trace = Trace((), rng=rng)
+            with intercepted(trace, roots):
+                result = fn()
+            yield tuple(trace.taken), result
+    finally:  # the process's own random state is left as it was
+        _random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        if torch is not None:
+            torch.random.set_rng_state(saved[2])
