@@ -222,7 +222,7 @@ def test_impl_by_file_path_from_another_directory(tmp_path):
     assert (tmp_path / law["counterexample"]).is_file()
 
 
-def test_only_decision_on_an_implementation_with_its_own_randomness_does_not_pass(tmp_path, monkeypatch, capsys):
+def test_only_decision_on_an_implementation_with_its_own_randomness_is_bad_input(tmp_path, monkeypatch, capsys):
     path = _write(
         tmp_path,
         "own_randomness_engine.py",
@@ -234,8 +234,9 @@ def test_only_decision_on_an_implementation_with_its_own_randomness_does_not_pas
 
     code = main(["gate", "--impl", f"{path}:Engine", "--only", "decision", "--json", "--out", str(tmp_path)])
     out = json.loads(capsys.readouterr().out)
-    assert code == 1 and not out["passed"] and out["reason"] == gate.NOTHING_CHECKED
-    assert [c["verdict"] for c in out["checks"]] == ["skip"] and "follows_uniforms" in out["checks"][0]["detail"]
+    # decision equality is not even listed for it: --only matches nothing, which is bad input
+    assert code == 2 and "no check name contains 'decision'" in out["error"]
+    assert "impl: exact certification" in out["error"] and "impl: output law" in out["error"]
 
 
 def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):

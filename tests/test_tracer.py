@@ -180,3 +180,49 @@ def test_the_backend_law_puts_each_uniform_on_its_generators_grid():
     # away from the grid's edge the two agree to the grid's resolution
     leaves = list(enumerate_runs(lambda: bool(torch.rand(1) < 0.3), [], 100, [0]))
     assert all(abs(leaf.prob - leaf.prob_backend) < 2.0**-23 for leaf in leaves)
+
+
+def test_numpy_ufuncs_on_random_values_are_followed():
+    """np.log(u) and np.float32(p) >= u (the numpy side of a Python or numpy coin)."""
+    third = {True: 0.3, False: 0.7}
+    assert_law(law(lambda: bool(np.log(random.random()) < np.log(0.3))), third)
+    assert_law(law(lambda: bool(np.log(np.random.default_rng().random(1))[0] < np.log(0.3))), third)
+    assert_law(law(lambda: bool(1 - np.random.random() >= 0.7)), third)
+    assert_law(
+        law(lambda: tuple(bool(x) for x in np.array([0.2, 0.7]) > random.random())),
+        {(True, True): 0.2, (False, True): 0.5, (False, False): 0.3},
+    )
+    with pytest.raises(Unsupported, match="numpy.sin of a random value"):
+        law(lambda: np.sin(random.random()) < 0.5)
+
+
+def test_generators_made_before_the_run_are_followed():
+    class Holder:
+        shared = random.Random(1)
+
+        def __init__(self):
+            self.rng = np.random.default_rng(0)
+            self.py = random.Random()
+
+        def coin(self):
+            return (self.rng.random() < 0.25, self.py.random() < 0.5, self.shared.random() < 0.5)
+
+    h = Holder()
+    got: dict = defaultdict(float)
+    for leaf in enumerate_runs(h.coin, [], 100, [0], objects=(h,)):
+        got[leaf.result] += leaf.prob
+    assert got[(True, True, True)] == pytest.approx(0.25 * 0.5 * 0.5)
+    assert isinstance(h.rng, np.random.Generator) and isinstance(h.py, random.Random)  # restored
+
+
+def test_helper_modules_beside_the_implementation_are_patched(tmp_path, monkeypatch):
+    (tmp_path / "coin_helpers.py").write_text("from random import random\n\ndef coin():\n    return random() < 0.25\n")
+    (tmp_path / "coin_engine.py").write_text("from coin_helpers import coin\n\ndef run():\n    return coin()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import coin_engine
+
+    try:
+        assert_law(law(coin_engine.run, roots=[str(tmp_path)]), {True: 0.25, False: 0.75})
+    finally:
+        sys.modules.pop("coin_engine", None)
+        sys.modules.pop("coin_helpers", None)

@@ -34,6 +34,8 @@ one-line reason, and the gate relies on the statistical check instead.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -66,6 +68,10 @@ from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
 from rheo.reference.verify import verification_law
 
+ESCAPES = (
+    "os.urandom, secrets, random.SystemRandom, a generator of a library the check does not scan, or a C "
+    "extension's own; the line cannot be named"
+)
 MAX_RUNS = 200_000  # executions of one part of the implementation per case
 PROBES = 24  # random replays per part and case
 TOLERANCE = {53: 1e-9, 24: 1e-6}
@@ -219,8 +225,17 @@ def _probe_handed(fn: Callable[[np.ndarray], Any], n: int, structure: Any, rng: 
 
 
 def _roots(impl: Implementation) -> list[str]:
+    """Where random functions bound to names of the implementation's own are patched: the
+    top-level packages of its class and base classes, and the folders of their files (so a
+    helper module beside a loose file is covered)."""
     mods = {c.__module__ for c in type(impl.obj).__mro__} | {getattr(impl.obj, "__module__", "") or ""}
-    return sorted({m.split(".")[0] for m in mods if m and m.split(".")[0] not in ("builtins", "numpy", "torch")})
+    mods = {m for m in mods if m and m.split(".")[0] not in ("builtins", "numpy", "torch", "rheo")}
+    out = {m.split(".")[0] for m in mods}
+    for m in mods:
+        path = getattr(sys.modules.get(m), "__file__", None)
+        if path:
+            out.add(os.path.dirname(os.path.abspath(path)))
+    return sorted(out)
 
 
 def _walk_uniforms(inst: Instance, values: np.ndarray) -> Uniforms:
@@ -254,7 +269,7 @@ def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -
     """Run ``call`` (an implementation that follows the handed uniforms): a draw of its own
     would make its law random given the uniforms, which this path cannot follow."""
     trace = Trace()
-    with intercepted(trace, roots):
+    with intercepted(trace, roots, (impl.obj,)):
         out = call()
     if trace.draws:
         raise Unsupported(
@@ -298,7 +313,9 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: _
     fixed = _draw_uniforms(inst, np.full(E, 0.5))
     seen: dict[tuple, tuple] = {}
     runs = [0]
-    for leaf in enumerate_runs(lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs):
+    for leaf in enumerate_runs(
+        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+    ):
         add(leaf.prob, leaf.result, leaf.prob_backend)
         seen[leaf.script] = _tree_key(leaf.result)
         bits = min(bits, leaf.bits)
@@ -308,11 +325,12 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: _
         roots,
         int(rng.integers(2**31)),
         PROBES,
+        (impl.obj,),
     ):
         if seen.get(script) != _tree_key(t):
             raise Unsupported(
-                "build_tree: a replay with random answers and scrambled seeds gave another tree: "
-                "it uses randomness this check does not intercept"
+                "build_tree: a replay with random answers and scrambled seeds gave another tree: it uses "
+                f"randomness this check does not intercept ({ESCAPES})"
             )
     return trees, bits
 
@@ -348,7 +366,9 @@ def _walk_law(
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    for leaf in enumerate_runs(lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs):
+    for leaf in enumerate_runs(
+        lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+    ):
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
@@ -359,11 +379,12 @@ def _walk_law(
         roots,
         int(rng.integers(2**31)),
         probes,
+        (impl.obj,),
     ):
         if seen.get(script) != out:
             raise Unsupported(
                 "verify: a replay with random answers and scrambled seeds gave another output: it uses randomness "
-                "this check does not intercept"
+                f"this check does not intercept ({ESCAPES})"
             )
     return law, backend, bits
 
@@ -451,6 +472,21 @@ def search_strategy(impl: Implementation, seed: int = 0):
     return st.one_of(cases_from_configs(small), cases_from_configs(small, dyadic_draft=True))
 
 
+def describe_case(c: dict) -> str:
+    """The configuration of a case in one line: every key that is set."""
+    parts = [f"V={c['vocab_size']}", f"policy {c['policy']}"]
+    if c["policy"] == "rheo":
+        parts.append(f"m={c.get('m', 0)}")
+    parts += [f"K={c['K']}", f"depth {c['depth']}", f"budget {c['budget']}"]
+    if c.get("beam") not in (None, c["K"]):
+        parts.append(f"beam {c['beam']}")
+    parts.append(f"T={c.get('temperature', '1')}")
+    for key in ("draft_top_k", "target_top_k", "target_top_p", "target_min_p"):
+        if c.get(key) is not None:
+            parts.append(f"{key} {c[key]}")
+    return ", ".join(parts)
+
+
 def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dict[str, Any]:
     return {
         "check": "exact certification",
@@ -490,7 +526,7 @@ def check_exact(
         "runs": sum(c.runs for c in certs),
     }
     found = None
-    if search_examples and not refused:
+    if search_examples:
 
         def lossy(case: dict) -> bool:
             return certify_implementation(impl, case, max_runs).verdict == "not lossless"
@@ -511,16 +547,13 @@ def check_exact(
     if found is not None or bad:
         cert = certify_implementation(impl, found, max_runs) if found is not None else bad[0]
         where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"
-        c = cert.case
-        return Outcome(
-            "fail",
+        line = (
             f"not lossless (exact): deviation {cert.deviation:.3g} > tolerance {cert.tolerance:g} at sequence "
             f"{cert.sequence} (continued {cert.continued:.6g}, target {cert.target:.6g}); {where}: "
-            f"V={c['vocab_size']}, policy {c['policy']}, K={c['K']}, depth {c['depth']}, budget {c['budget']}, "
-            f"T={c.get('temperature', '1')}; {cert.runs} runs, {cert.seconds:.2f} s",
-            counterexample(impl, cert, found is not None),
-            data,
+            f"{describe_case(cert.case)}; {cert.runs} runs, {cert.seconds:.2f} s"
         )
+        cert.detail = line
+        return Outcome("fail", line, counterexample(impl, cert, found is not None), data)
     if refused:
         return Outcome(
             "skip",

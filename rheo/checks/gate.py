@@ -387,14 +387,15 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
 
 def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
     """The checks of an ``--impl`` implementation (``rheo.checks.harness``): decision
-    equality (sameness with the reference; skipped for ``follows_uniforms = False``), exact
+    equality (sameness with the reference; not listed for ``follows_uniforms = False``), exact
     certification (``rheo.checks.exact_impl``: losslessness, exactly, on the profile's level
     of ``rheo.checks.impl_cases`` plus ``extra_cases``, then a Hypothesis search), the
     output law (losslessness, on the profile's level of ``rheo.checks.impl_cases`` plus
     ``extra_cases``, the user's ``--cases``), and the cycle law only for implementations
     that declare ``implements_spec = True`` (not listed otherwise: a lossless
     implementation of another algorithm has another cycle law, and a check that could
-    only be skipped would make --strict fail)."""
+    only be skipped would make --strict fail). Decision equality is likewise not listed
+    for an implementation that draws its own randomness (``follows_uniforms = False``)."""
     extra = list(extra_cases or [])
 
     def decisions(profile: Profile, progress) -> Outcome:
@@ -413,8 +414,14 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         return check_exact(impl, cases, profile.impl_exact_search, _seed(profile), progress=progress)
 
     what, stem = impl.provides(), _slug(impl.name)
-    checks = [
-        Check(f"impl: decision equality ({what})", "implementation", decisions, file_stem=f"{stem}-decision-equality"),
+    checks = []
+    if impl.follows_uniforms:
+        checks.append(
+            Check(
+                f"impl: decision equality ({what})", "implementation", decisions, file_stem=f"{stem}-decision-equality"
+            )
+        )
+    checks += [
         Check(f"impl: exact certification ({what})", "implementation", exact, file_stem=f"{stem}-exact"),
         Check(f"impl: output law ({what})", "implementation", output_law, file_stem=f"{stem}-output-law"),
     ]

@@ -32,8 +32,11 @@ Optional:
 - ``supports(config) -> bool``: configurations it does not implement (config as above,
   temperature included) are not drawn, and counted. ``build_tree`` or ``verify`` raising
   ``NotImplementedError`` also counts the case as unsupported, not as a failure.
-- ``follows_uniforms = False``: it draws its own randomness, so decision equality is
-  skipped (the output law is what judges it).
+- ``follows_uniforms = False``: it draws its own randomness, so decision equality is not
+  run (exact certification follows its draws, ``rheo.checks.exact_impl``; the output law
+  samples it).
+- ``exact_tolerance``: the float tolerance of exact certification (default 1e-9 when every
+  random value is compared in float64, 1e-6 with a float32 operand).
 - ``implements_spec = True``: it claims to implement docs/spec.md's algorithm itself, so
   its cycle law must equal the reference's; only then is the cycle-law check run (it is not
   listed otherwise: a lossless implementation of another algorithm has another cycle law).

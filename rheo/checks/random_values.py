@@ -143,6 +143,10 @@ class Trace:
         """The answer of a comparison that depends on variable ``var`` only, as a function
         ``truth(u)`` that must be monotone in u (a step at one cut). Branches when both
         answers occur in the variable's interval."""
+        with np.errstate(all="ignore"):  # log(0) and the like at the interval's ends are the implementation's
+            return self._split(var, truth, fingerprint)
+
+    def _split(self, var: int, truth: Callable[[float], bool], fingerprint: str) -> bool:
         lo, hi = self.intervals[var]
         t_lo, t_hi = bool(truth(lo)), bool(truth(below(hi)))
         if t_lo == t_hi:
@@ -184,12 +188,13 @@ _CMP = {
     "ge": lambda a, b: a >= b,
 }
 _REFLECT = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_NP_CMP = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge"}
+_NP_MONOTONE = {"log", "log1p", "log2", "log10", "exp", "expm1", "exp2", "sqrt", "negative", "positive", "reciprocal"}
+_NP_ARITHMETIC = {"add", "subtract", "multiply", "true_divide", "divide"}
 
 
 class SymScalar:
     """A random Python number: variable ``var`` mapped by ``f`` (monotone)."""
-
-    __array_ufunc__ = None  # numpy defers to our reflected operators
 
     def __init__(self, trace: Trace, var: int, f: Callable[[float], Any], what: str) -> None:
         self.trace, self.var, self.f, self.what = trace, var, f, what
@@ -291,6 +296,47 @@ class SymScalar:
     def __repr__(self) -> str:
         return f"<random value {self.what}, variable {self.var}>"
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs: comparisons (``arr < u``, ``np.float32(p) >= u``) split the interval;
+        monotone maps (``np.log(u)``, ``np.exp``, ``np.sqrt``, ``1 - u``, ``u * c``) are
+        followed; anything else is refused with its line."""
+        name = ufunc.__name__
+        if method != "__call__" or kwargs:
+            raise unsupported(f"numpy.{name}.{method} of a random value from {self.what}")
+        syms = [x for x in inputs if isinstance(x, SymScalar)]
+        if len(syms) > 1 and len({s.var for s in syms}) > 1:
+            raise unsupported(f"numpy.{name} of two random values")
+        if name in _NP_CMP and len(inputs) == 2:
+            a, b = inputs
+            return a._cmp(b, _NP_CMP[name]) if a is self else self._cmp(a, _REFLECT[_NP_CMP[name]])
+        if len(inputs) == 1 and name in _NP_MONOTONE:
+            return self._map(ufunc, f"{name}({self.what})")
+        if len(inputs) == 2 and name in _NP_ARITHMETIC:
+            i = 0 if inputs[0] is self else 1
+            other = inputs[1 - i]
+            if isinstance(other, np.ndarray) and other.ndim > 0:
+                out = np.empty(other.shape, dtype=object)
+                for idx in np.ndindex(*other.shape):
+                    out[idx] = self.__array_ufunc__(
+                        ufunc, method, *((self, other[idx]) if i == 0 else (other[idx], self))
+                    )
+                return out
+            return self._map((lambda x: ufunc(x, other)) if i == 0 else (lambda x: ufunc(other, x)), self.what)
+        raise unsupported(f"numpy.{name} of a random value from {self.what}")
+
+    # the methods NumPy calls on the elements of an object array (np.log(rng.random(3)))
+    def log(self) -> SymScalar:
+        return self._map(np.log, f"log({self.what})")
+
+    def log1p(self) -> SymScalar:
+        return self._map(np.log1p, f"log1p({self.what})")
+
+    def exp(self) -> SymScalar:
+        return self._map(np.exp, f"exp({self.what})")
+
+    def sqrt(self) -> SymScalar:
+        return self._map(np.sqrt, f"sqrt({self.what})")
+
     def __array_function__(self, func, types, args, kwargs):
         """``numpy.searchsorted(cdf, u)``: the inverse CDF, one step at a time."""
         if func is np.searchsorted and len(args) >= 2 and args[1] is self:
@@ -349,8 +395,8 @@ def _sized(make: Callable[[], Any], size: Any) -> Any:
 
 def _categorical(trace: Trace, weights: Any, origin: str) -> int:
     w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
-    if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
-        raise unsupported(f"{origin} with weights that are not a law: {w}")
+    if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:  # the real call raises too
+        raise ValueError(f"{origin}: probabilities must be finite, non-negative and not all 0, got {w}")
     return trace.categorical(w, f"{origin} over {len(w)}")
 
 

@@ -28,6 +28,7 @@ Specification: docs/spec.md §5 (what the enumerated law is judged against), §7
 from __future__ import annotations
 
 import importlib.util
+import os
 import random as _random
 import sys
 from collections.abc import Callable, Iterator
@@ -37,7 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.random_values import _ORIGINALS, Trace, Unsupported, _Branch, _replacements, below, unsupported
+from rheo.checks.random_values import (
+    _ORIGINALS,
+    SymGenerator,
+    SymRandom,
+    Trace,
+    Unsupported,
+    _Branch,
+    _replacements,
+    below,
+    unsupported,
+)
 
 __all__ = [
     "Leaf",
@@ -56,8 +67,9 @@ _ALIASES: dict[tuple, list] = {}
 
 def aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
     """(module globals, name, original key) for every module whose name starts with one of
-    ``roots`` that bound one of the random functions to a name of its own
-    (``from random import random``). Cached until a module is imported."""
+    ``roots`` (or whose file lies in one of them, for the absolute paths among them) that
+    bound one of the random functions to a name of its own (``from random import random``).
+    Cached until a module is imported."""
     key = (tuple(roots), len(sys.modules))
     if key not in _ALIASES:
         _ALIASES.clear()
@@ -67,9 +79,15 @@ def aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
 
 def _find_aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
     by_id = {id(v): k for k, v in _ORIGINALS.items()}
+    names = [r for r in roots if not os.path.isabs(r)]
+    folders = tuple(os.path.join(r, "") for r in roots if os.path.isabs(r))
     out = []
     for mod_name, mod in list(sys.modules.items()):
-        if mod is None or not any(mod_name == r or mod_name.startswith(r + ".") for r in roots):
+        if mod is None:
+            continue
+        path = getattr(mod, "__file__", None) or ""
+        in_folder = bool(folders) and os.path.abspath(path).startswith(folders)
+        if not in_folder and not any(mod_name == r or mod_name.startswith(r + ".") for r in names):
             continue
         g = getattr(mod, "__dict__", {})
         for name, value in list(g.items()):
@@ -79,12 +97,32 @@ def _find_aliases(roots: list[str]) -> list[tuple[dict, str, tuple[str, str]]]:
     return out
 
 
+_PY_RANDOM, _NP_GENERATOR, _NP_STATE = _random.Random, np.random.Generator, np.random.RandomState  # before any patching
+
+
+def _generators(objects: tuple) -> list[tuple[Any, str, Any]]:
+    """(owner, attribute, generator) for every random.Random, numpy Generator or
+    RandomState held by ``objects`` or their classes: made before the run, they would
+    escape the patched constructors."""
+    kinds = (_PY_RANDOM, _NP_GENERATOR, _NP_STATE)
+    out = []
+    for obj in objects:
+        owners = [obj] + [c for c in type(obj).__mro__ if c is not object]
+        for owner in owners:
+            for name, value in list(getattr(owner, "__dict__", {}).items()):
+                if isinstance(value, kinds):
+                    out.append((owner, name, value))
+    return out
+
+
 @contextmanager
-def intercepted(trace: Trace, roots: list[str] | None = None) -> Iterator[None]:
+def intercepted(trace: Trace, roots: list[str] | None = None, objects: tuple = ()) -> Iterator[None]:
     """While active, every random call of Python's random, numpy.random and torch is
-    answered by ``trace`` (in the modules themselves and in the globals of the modules
-    under ``roots``)."""
+    answered by ``trace``: in the modules themselves, in the globals of the modules under
+    ``roots`` (module names, or absolute folders), and in the generators that ``objects``
+    (the implementation) hold as attributes."""
     repl = _replacements(trace)
+    held = _generators(objects)
     mods = {"random": _random, "numpy.random": np.random}
     saved = [(mods[m], n, v) for (m, n), v in _ORIGINALS.items()]
     local = aliases(roots or [])
@@ -92,6 +130,8 @@ def intercepted(trace: Trace, roots: list[str] | None = None) -> Iterator[None]:
         setattr(mods[m], n, v)
     for g, name, key in local:
         g[name] = repl[key]
+    for owner, name, value in held:
+        setattr(owner, name, SymRandom(trace) if isinstance(value, _PY_RANDOM) else SymGenerator(trace))
     mode = None
     if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
         from rheo.checks.random_values_torch import RandomMode  # needs torch
@@ -107,6 +147,8 @@ def intercepted(trace: Trace, roots: list[str] | None = None) -> Iterator[None]:
             setattr(mod, n, v)
         for g, name, key in local:
             g[name] = _ORIGINALS[key]
+        for owner, name, value in held:
+            setattr(owner, name, value)
 
 
 # ---- enumeration ----
@@ -125,7 +167,9 @@ class RunCap(Exception):
     """The enumeration needed more runs than allowed."""
 
 
-def enumerate_runs(fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int]) -> Iterator[Leaf]:
+def enumerate_runs(
+    fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int], objects: tuple = ()
+) -> Iterator[Leaf]:
     """Run ``fn`` under every combination of answers to its random choices (depth first).
     ``counter[0]`` counts runs across calls; RunCap when it passes ``max_runs``."""
     stack: list[tuple[tuple[int, str], ...]] = [()]
@@ -136,7 +180,7 @@ def enumerate_runs(fn: Callable[[], Any], roots: list[str], max_runs: int, count
             raise RunCap(max_runs)
         trace = Trace(script)
         try:
-            with intercepted(trace, roots):
+            with intercepted(trace, roots, objects):
                 result = fn()
         except _Branch as b:
             stack.extend(script + (o,) for o in reversed(b.options))
@@ -144,7 +188,9 @@ def enumerate_runs(fn: Callable[[], Any], roots: list[str], max_runs: int, count
         yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend)
 
 
-def probe_runs(fn: Callable[[], Any], roots: list[str], seed: int, count: int) -> Iterator[tuple[tuple, Any]]:
+def probe_runs(
+    fn: Callable[[], Any], roots: list[str], seed: int, count: int, objects: tuple = ()
+) -> Iterator[tuple[tuple, Any]]:
     """``count`` runs with every choice answered at random and the global seeds of random,
     numpy and torch scrambled: (script taken, result)."""
     rng = np.random.default_rng(seed)
@@ -158,7 +204,7 @@ def probe_runs(fn: Callable[[], Any], roots: list[str], seed: int, count: int) -
             if torch is not None:
                 torch.manual_seed(s)
             trace = Trace((), rng=rng)
-            with intercepted(trace, roots):
+            with intercepted(trace, roots, objects):
                 result = fn()
             yield tuple(trace.taken), result
     finally:  # the process's own random state is left as it was

@@ -84,7 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gate.add_argument(
         "--cases",
         metavar="DIR",
-        help="with --impl: add the case files DIR/*.json (docs/spec.md §8) to the output-law check",
+        help="with --impl: add the case files DIR/*.json (docs/spec.md §8) to exact certification and the "
+        "output-law check",
     )
     gate.add_argument(
         "--cycles",
@@ -107,8 +108,13 @@ def _replay_exact(impl, saved: dict, args) -> int:
         cert = replay_exact(impl, saved)
     except (KeyError, ValueError, TypeError) as e:
         return fail(f"--replay: {args.replay} is not an exact-certification counterexample file ({e})")
-    emit(json.dumps(cert.to_json()) if args.json else cert.summary())
-    return 1 if cert.verdict == "not lossless" else 0
+    passed = cert.verdict == "lossless"
+    emit(
+        json.dumps({"passed": passed, "check": "exact certification", **cert.to_json()})
+        if args.json
+        else cert.summary()
+    )
+    return 0 if passed else 1
 
 
 def cmd_gate(args) -> int:
@@ -156,11 +162,13 @@ def cmd_gate(args) -> int:
     profile = PROFILES[args.profile]
     if args.cycles is not None:
         profile = dataclasses.replace(profile, impl_cycles=args.cycles)
-    checks = impl_checks(impl, extra_cases) if impl else gate_checks(profile)
+    all_checks = impl_checks(impl, extra_cases) if impl else gate_checks(profile)
+    checks = all_checks
     if args.only:
-        checks = [c for c in checks if args.only.lower() in c.name.lower()]
+        checks = [c for c in all_checks if args.only.lower() in c.name.lower()]
         if not checks:
-            return fail(f"--only: no check name contains {args.only!r} (see the table of a full run)")
+            names = "; ".join(c.name for c in all_checks)
+            return fail(f"--only: no check name contains {args.only!r}; the checks here are: {names}")
     results = run_checks(checks, profile, Path(args.out), progress=progress)
     s = summary(results)
     if args.junit:
