@@ -151,6 +151,24 @@ def _case_and_uniforms():
         (lambda t: {k: v for k, v in t.items() if k != "slots"}, "missing 'slots'"),
         (lambda t: {**t, "sample_probs": t["sample_probs"][:, :2]}, "sample_probs has shape"),
         (lambda t: {**t, "parents": (np.arange(len(t["parents"])) + 1) % len(t["parents"])}, "cycle"),
+        (lambda t: {**t, "tokens": t["tokens"] + 0.4}, "tokens must hold integers; got float64"),
+        (lambda t: {**t, "tokens": [str(x) for x in t["tokens"]]}, "tokens must hold integers; got <U"),
+        (lambda t: {**t, "kinds": t["kinds"] == 1}, "kinds must hold integers; got bool"),
+        (lambda t: {**t, "sample_probs": t["sample_probs"] * np.nan}, "is not a law"),
+        (lambda t: {**t, "sample_probs": t["sample_probs"] * 2}, "is not a law"),
+        (lambda t: {**t, "slots": [[s] for s in t["slots"]]}, "slots has shape"),
+    ],
+    ids=[
+        "kind",
+        "missing",
+        "probs shape",
+        "cycle",
+        "float tokens",
+        "string tokens",
+        "bool kinds",
+        "nan",
+        "sum 2",
+        "2-D slots",
     ],
 )
 def test_malformed_trees_are_reported_not_crashed(broken, needle):
@@ -161,6 +179,29 @@ def test_malformed_trees_are_reported_not_crashed(broken, needle):
     inst, u = _case_and_uniforms()
     got = compare_decisions(Implementation(Broken(), "b"), inst, u)
     assert got.check.status == "differs" and needle in got.check.detail, got.check.detail
+
+
+@pytest.mark.parametrize(
+    "broken,needle",
+    [
+        (lambda r: {**r, "tokens": [t + 0.4 for t in r["tokens"]]}, "tokens must hold integers; got float64"),
+        (lambda r: {**r, "tokens": [str(t) for t in r["tokens"]]}, "tokens must hold integers"),
+        (lambda r: {**r, "tokens": r["tokens"] + [0]}, "then one bonus or correction token"),
+        (lambda r: {**r, "tokens": r["tokens"][:-1] + [99]}, "outside the vocabulary"),
+        (lambda r: {**r, "accepted": r["accepted"] + [10**6]}, "is not a path down the tree"),
+        (lambda r: {**r, "accepted": [2**70]}, "accepted must hold integers; got object"),
+    ],
+    ids=["float tokens", "string tokens", "extra token", "token out of range", "not a path", "huge index"],
+)
+def test_malformed_results_are_findings_never_coerced(broken, needle):
+    class Broken(LoopImplementation):
+        def verify(self, *a):
+            return broken(super().verify(*a))
+
+    inst, u = _case_and_uniforms()
+    got = compare_decisions(Implementation(Broken(), "b"), inst, u)
+    assert got.check.status == "differs" and needle in got.check.detail, got.check.detail
+    assert "verify returned a malformed result" in got.check.detail
 
 
 def test_a_crash_is_a_finding():

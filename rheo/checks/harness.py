@@ -77,6 +77,7 @@ import os
 import random
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,45 @@ KIND_NAMES = {v: k for k, v in KINDS.items()}
 PROB_TOLERANCE = 1e-9
 SAMPLER_LAW_TOLERANCE = 1e-6  # sampler_law must sum to 1 within this
 STATISTICAL_MIN_CASES = 1  # a statistical check with fewer supported cases proves nothing
+
+
+# ---- calls into the implementation, watched ----
+
+_CALL_HOOK: Callable[[str, str, str], None] | None = None  # set by rheo.checks.worker in its process
+
+
+def set_call_hook(hook: Callable[[str, str, str], None] | None) -> None:
+    """``hook(event, method, case)`` is called with event "call" before and "return" after
+    every call into the implementation (the supervised worker reports them to the gate,
+    which enforces --call-timeout and names the call and the case in a finding)."""
+    global _CALL_HOOK
+    _CALL_HOOK = hook
+
+
+def describe_instance(inst: Instance) -> str:
+    """The case a call is made on, in one line (cached on the instance)."""
+    desc = inst.__dict__.get("_rheo_description")
+    if desc is None:
+        c = inst.config
+        parts = [f"V={inst.n}", f"policy {c.policy}"] + ([f"m={c.m}"] if c.policy == "rheo" else [])
+        parts += [f"K={c.K}", f"depth {c.depth}", f"budget {c.budget}", f"T={c.temperature}"]
+        desc = inst.__dict__["_rheo_description"] = ", ".join(parts)
+    return desc
+
+
+def _watched(method: str, inst: Instance | None, fn: Callable[..., Any], *args: Any) -> Any:
+    hook = _CALL_HOOK
+    if hook is None:
+        return fn(*args)
+    hook("call", method, describe_instance(inst) if inst is not None else "")
+    try:
+        out = fn(*args)
+    except Exception:
+        hook("return", method, "")
+        raise
+    # not on SystemExit: the worker is about to end inside this call, and the gate says so
+    hook("return", method, "")
+    return out
 
 
 class ImplLoadError(ValueError):
@@ -143,7 +183,7 @@ class Implementation:
         if fn is None:
             return True
         try:
-            return bool(fn(dict(config)))
+            return bool(_watched("supports", None, fn, dict(config)))
         except NotImplementedError:
             return False
 
@@ -333,18 +373,39 @@ def _field(obj, name):
     return value
 
 
+SUM_TOLERANCE = 1e-6  # a sample's residual law (sample_probs row) must sum to 1 within this
+
+
+def _short(value: object, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _int_column(value: object, name: str) -> list[int]:
+    """A 1-D array of integers (Python ints or a NumPy / torch integer dtype): floats,
+    strings and booleans are refused, never converted. A [1, n] array is read as [n]."""
+    a = np.asarray(value)
+    if a.ndim == 2 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 1:
+        raise BadOutput(f"{name} has shape {a.shape}, expected a 1-D array")
+    if a.size and not (np.issubdtype(a.dtype, np.integer) and a.dtype != np.bool_):
+        raise BadOutput(f"{name} must hold integers; got {a.dtype} values such as {_short(a.reshape(-1)[0])}")
+    return [int(x) for x in a]
+
+
 def read_tree(tree, inst: Instance) -> dict:
-    """Check an implementation's tree and add token paths and slot paths."""
-    cols = {}
-    for name in ("tokens", "parents", "kinds", "slots"):
-        a = np.asarray(_field(tree, name))
-        if a.ndim != 1:
-            raise BadOutput(f"{name} has shape {a.shape}, expected [R]")
-        cols[name] = [int(x) for x in a]
+    """Check an implementation's tree (integer columns of one length, parents forming a
+    tree, kinds and tokens in range, each sample's residual law finite, non-negative and
+    summing to 1 within ``SUM_TOLERANCE``) and add token paths and slot paths."""
+    cols = {name: _int_column(_field(tree, name), name) for name in ("tokens", "parents", "kinds", "slots")}
     R = len(cols["tokens"])
     if any(len(v) != R for v in cols.values()):
         raise BadOutput(f"tokens, parents, kinds and slots must have one length; got {[len(v) for v in cols.values()]}")
-    probs = np.asarray(_field(tree, "sample_probs"), dtype=np.float64)
+    raw_probs = np.asarray(_field(tree, "sample_probs"))
+    if raw_probs.size and not np.issubdtype(raw_probs.dtype, np.floating):
+        raise BadOutput(f"sample_probs must hold floats; got {raw_probs.dtype}")
+    probs = raw_probs.astype(np.float64)
     if probs.shape != (R, inst.n):
         raise BadOutput(f"sample_probs has shape {probs.shape}, expected [R, V] = [{R}, {inst.n}]")
     for i in range(R):
@@ -354,6 +415,13 @@ def read_tree(tree, inst: Instance) -> dict:
             raise BadOutput(f"node {i}: kind {cols['kinds'][i]} is not 0 (lead), 1 (sample) or 2 (fill)")
         if not 0 <= cols["tokens"][i] < inst.n:
             raise BadOutput(f"node {i}: token {cols['tokens'][i]} is outside the vocabulary 0..{inst.n - 1}")
+        if cols["kinds"][i] == KINDS["sample"]:
+            row = probs[i]
+            if not np.isfinite(row).all() or (row < 0).any() or abs(float(row.sum()) - 1) > SUM_TOLERANCE:
+                raise BadOutput(
+                    f"node {i}: sample_probs row {_short(np.round(row, 6).tolist(), 80)} is not a law (finite, "
+                    f"non-negative, summing to 1 within {SUM_TOLERANCE:g})"
+                )
     paths, slot_paths = [], []
     for i in range(R):
         path: list[int] = []
@@ -402,9 +470,31 @@ def _compare_trees(got: dict, ref: dict) -> str | None:
     return None
 
 
-def _read_result(res) -> tuple[tuple, list]:
-    tokens = tuple(int(x) for x in np.asarray(_field(res, "tokens")).reshape(-1))
-    accepted = [int(x) for x in np.asarray(_field(res, "accepted")).reshape(-1)]
+def _read_result(res, tree: dict, n: int) -> tuple[tuple, list]:
+    """(tokens, accepted) of a verifier's result, checked against the tree it was given:
+    integer token ids in the vocabulary, accepted indices that walk down from the root,
+    each accepted node's token emitted in turn, then exactly one bonus or correction token."""
+    tokens = tuple(_int_column(_field(res, "tokens"), "tokens"))
+    accepted = _int_column(_field(res, "accepted"), "accepted")
+    for t in tokens:
+        if not 0 <= t < n:
+            raise BadOutput(f"tokens: {t} is outside the vocabulary 0..{n - 1}")
+    parents, tree_tokens = [int(x) for x in tree["parents"]], [int(x) for x in tree["tokens"]]
+    parent = -1
+    for i in accepted:
+        if not 0 <= i < len(parents) or parents[i] != parent:
+            where = "the root" if parent == -1 else f"node {parent}"
+            raise BadOutput(
+                f"accepted: {accepted} is not a path down the tree: node {_short(i)} is not a child of {where}"
+            )
+        parent = i
+    if len(tokens) != len(accepted) + 1:
+        raise BadOutput(
+            f"tokens: {list(tokens)} must be the {len(accepted)} accepted tokens then one bonus or correction token"
+        )
+    for k, i in enumerate(accepted):
+        if tokens[k] != tree_tokens[i]:
+            raise BadOutput(f"tokens: token {k} is {tokens[k]}, but the accepted node {i} holds token {tree_tokens[i]}")
     return tokens, accepted
 
 
@@ -447,7 +537,10 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
 
 def call_build_tree(impl: Implementation, inst: Instance, uniforms: Uniforms) -> dict:
     """The implementation's tree for ``inst`` on these uniforms, checked (``read_tree``)."""
-    raw = impl.obj.build_tree(
+    raw = _watched(
+        "build_tree",
+        inst,
+        impl.obj.build_tree,
         draft_logits_fn(inst),
         protocol_config(inst),
         inst.config.temperature.value,
@@ -458,14 +551,17 @@ def call_build_tree(impl: Implementation, inst: Instance, uniforms: Uniforms) ->
 
 def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> tuple[tuple, list]:
     """(emitted tokens, accepted node indices) of the implementation's verifier on ``tree``."""
-    res = impl.obj.verify(
+    res = _watched(
+        "verify",
+        inst,
+        impl.obj.verify,
         {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
         target_logits(inst, tree["paths"]),
         protocol_config(inst),
         inst.config.temperature.value,
         protocol_uniforms(uniforms),
     )
-    return _read_result(res)
+    return _read_result(res, tree, inst.n)
 
 
 @dataclass
@@ -575,7 +671,9 @@ def call_sampler_law(impl: Implementation, logits: np.ndarray, config: dict, tem
     """``sampler_law`` on one target row, checked (finite, non-negative, length V, sums to 1
     within 1e-6; BadOutput names the field otherwise) and renormalized."""
     try:
-        raw = impl.obj.sampler_law(np.array(logits, dtype=np.float64), dict(config), temperature)
+        raw = _watched(
+            "sampler_law", None, impl.obj.sampler_law, np.array(logits, dtype=np.float64), dict(config), temperature
+        )
         p = np.asarray(raw, dtype=np.float64)
     except NotImplementedError:
         raise

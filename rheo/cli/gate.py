@@ -9,13 +9,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import os
 from pathlib import Path
 
-from rheo.checks.exact_impl import replay_exact
-from rheo.checks.gate import gate_checks, gate_verdict, impl_checks, junit_xml, render, run_checks, summary
-from rheo.checks.harness import ImplLoadError, load_implementation, replay
+from rheo.checks.gate import gate_checks, gate_verdict, junit_xml, render, run_checks, summary
 from rheo.checks.impl_cases import read_case_dir
 from rheo.checks.outcome import PROFILES
+from rheo.checks.worker import (
+    DEFAULT_CALL_TIMEOUT,
+    BadReplay,
+    Limits,
+    LoadFailed,
+    NothingMatched,
+    run_impl_checks,
+    run_replay,
+)
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
 from rheo.reference import CaseError
 
@@ -70,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gate.add_argument(
         "--profile",
         choices=tuple(PROFILES),
-        default="quick",
+        default=None,
         help="quick (default), deep, or smoke (toy sizes that run every check in seconds: for "
         "testing rheo itself, not evidence)",
     )
@@ -99,77 +108,112 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     gate.add_argument("--junit", metavar="PATH", help="also write JUnit XML here")
     gate.add_argument("--strict", action="store_true", help="a skipped check (e.g. no torch) fails the gate")
+    gate.add_argument(
+        "--call-timeout",
+        metavar="SECONDS",
+        type=float,
+        help=f"with --impl: the longest one call into the implementation may run (default {DEFAULT_CALL_TIMEOUT:g}); "
+        "past it the worker is killed and the running check fails, naming the call and the case",
+    )
+    gate.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        help="with --impl: the longest the whole run may take (default: no limit); the checks not finished fail",
+    )
+    gate.add_argument(
+        "--memory-limit",
+        metavar="MIB",
+        type=int,
+        help="with --impl: the worker's address-space limit in MiB (resource.RLIMIT_AS; default: none; torch alone "
+        "maps a few GiB)",
+    )
     add_json_flag(gate)
 
 
-def _replay_exact(impl, saved: dict, args) -> int:
-    """Re-certify the case of a saved exact-certification counterexample."""
-    try:
-        cert = replay_exact(impl, saved)
-    except (KeyError, ValueError, TypeError) as e:
-        return fail(f"--replay: {args.replay} is not an exact-certification counterexample file ({e})")
-    passed = cert.verdict == "lossless"
-    emit(
-        json.dumps({"passed": passed, "check": "exact certification", **cert.to_json()})
-        if args.json
-        else cert.summary()
-    )
-    return 0 if passed else 1
+def _unwritable(out: str | None, junit: str | None) -> str | None:
+    """Why --out or --junit cannot be written, checked before any check runs (None: fine)."""
+    if out is not None:
+        path = Path(out)
+        if path.exists() and not path.is_dir():
+            return f"--out: {out} is a file; give a folder for the counterexample files"
+        parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+        if not os.access(parent, os.W_OK):
+            return f"--out: cannot create or write {out} ({parent} is not writable)"
+    if junit is not None:
+        path = Path(junit)
+        if path.is_dir():
+            return f"--junit: {junit} is a folder; give a file path, e.g. {Path(junit) / 'gate.xml'}"
+        if not path.parent.is_dir():
+            return f"--junit: the folder {path.parent} does not exist; create it or give another path"
+        if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            return f"--junit: {junit} is not writable"
+    return None
+
+
+def _positive(name: str, value: float | None) -> str | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        unit = "MiB" if name == "memory-limit" else "seconds"
+        return f"--{name}: must be a positive, finite number of {unit}, got {value}"
+    return None
 
 
 def cmd_gate(args) -> int:
-    impl = None
-    for flag in ("replay", "cases", "cycles"):
-        if getattr(args, flag) is not None and not args.impl:
-            return fail(f"--{flag}: give the implementation too (--impl MODULE:OBJECT)")
+    for flag in ("replay", "cases", "cycles", "call_timeout", "timeout", "memory_limit"):
+        if getattr(args, flag) is not None and args.impl is None:
+            return fail(f"--{flag.replace('_', '-')}: give the implementation too (--impl MODULE:OBJECT)")
+    if args.replay is not None and (
+        args.junit or args.only or args.profile or args.strict or args.cases or args.cycles
+    ):
+        return fail(
+            "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases and --cycles "
+            "do not apply to it"
+        )
+    args.profile = args.profile or "quick"
+    for name in ("call-timeout", "timeout", "memory-limit"):
+        problem = _positive(name, getattr(args, name.replace("-", "_")))
+        if problem:
+            return fail(problem)
+    problem = _unwritable(args.out, args.junit)
+    if problem:
+        return fail(problem)
     if args.cycles is not None and args.cycles < 1:
         return fail(f"--cycles: must be a positive integer, got {args.cycles}")
+    if args.impl is not None and (":" not in args.impl or not all(args.impl.rsplit(":", 1))):
+        return fail(
+            f"--impl: expected MODULE:OBJECT or path/to/file.py:OBJECT "
+            f"(e.g. examples.loop_impl:LoopImplementation), got {args.impl!r}"
+        )
     extra_cases = None
     if args.cases is not None:
         try:
             extra_cases = read_case_dir(args.cases)
         except CaseError as e:
             return fail(str(e))
-    if args.impl:
-        try:
-            impl = load_implementation(args.impl)
-        except ImplLoadError as e:
-            return fail(str(e))
-        if args.replay:
-            if not Path(args.replay).is_file():
-                return fail(f"--replay: no such file {args.replay!r}")
-            try:
-                saved = json.loads(Path(args.replay).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                return fail(f"--replay: {args.replay} is not a JSON counterexample file ({e})")
-            if isinstance(saved, dict) and saved.get("check") == "exact certification":
-                return _replay_exact(impl, saved, args)
-            try:
-                cmp = replay(impl, args.replay)
-            except (KeyError, ValueError, TypeError) as e:
-                return fail(
-                    f"--replay: {args.replay} is not a decision-equality or exact-certification "
-                    f"counterexample file ({e})"
-                )
-            out = {
-                "status": cmp.check.status,
-                "detail": cmp.check.detail,
-                "reference": cmp.reference,
-                "implementation": cmp.implementation,
-            }
-            emit(json.dumps(out) if args.json else f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}")
-            return 1 if cmp.check.status == "differs" else 0
+    limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit)
     profile = PROFILES[args.profile]
     if args.cycles is not None:
         profile = dataclasses.replace(profile, impl_cycles=args.cycles)
-    all_checks = impl_checks(impl, extra_cases) if impl else gate_checks(profile)
-    checks = all_checks
-    if args.only:
-        checks = [c for c in all_checks if args.only.lower() in c.name.lower()]
-        if not checks:
-            names = "; ".join(c.name for c in all_checks)
-            return fail(f"--only: no check name contains {args.only!r}; the checks here are: {names}")
-    results = run_checks(checks, profile, Path(args.out), progress=progress)
+    provides = ""
+    if args.impl is not None:
+        if args.replay:
+            return _replay(args, limits)
+        try:
+            run = run_impl_checks(args.impl, extra_cases, profile, args.only, Path(args.out), limits, progress)
+        except LoadFailed as e:
+            return fail(str(e))
+        except NothingMatched as e:
+            return fail(f"--only: no check name contains {args.only!r}; the checks here are: {e}")
+        results, provides = run.results, run.provides
+    else:
+        all_checks = gate_checks(profile)
+        checks = all_checks
+        if args.only:
+            checks = [c for c in all_checks if args.only.lower() in c.name.lower()]
+            if not checks:
+                names = "; ".join(c.name for c in all_checks)
+                return fail(f"--only: no check name contains {args.only!r}; the checks here are: {names}")
+        results = run_checks(checks, profile, Path(args.out), progress=progress)
     s = summary(results)
     if args.junit:
         Path(args.junit).write_text(junit_xml(results, strict=args.strict), encoding="utf-8")
@@ -189,7 +233,30 @@ def cmd_gate(args) -> int:
         )
     else:
         head = f"rheo gate, profile {args.profile}" + (
-            f", implementation {args.impl} ({impl.provides()})" if impl else ""
+            f", implementation {args.impl} ({provides})" if args.impl else ""
         )
         emit(render(results, args.profile, head, args.strict))
     return 0 if passed else 1
+
+
+def _replay(args, limits: Limits) -> int:
+    """--replay: check the file here, run the implementation on it in a supervised worker."""
+    if not Path(args.replay).is_file():
+        return fail(f"--replay: no such file {args.replay!r}")
+    try:
+        saved = json.loads(Path(args.replay).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return fail(f"--replay: {args.replay} is not a JSON counterexample file ({e})")
+    if not isinstance(saved, dict) or saved.get("check") not in ("exact certification", "decision equality"):
+        return fail(
+            f"--replay: {args.replay} is not a decision-equality or exact-certification counterexample file "
+            '(its "check" key says which)'
+        )
+    try:
+        out, text, code = run_replay(args.impl, args.replay, limits)
+    except LoadFailed as e:
+        return fail(str(e))
+    except BadReplay as e:
+        return fail(f"--replay: {args.replay}: {e}")
+    emit(json.dumps(out) if args.json else text)
+    return code

@@ -1,0 +1,332 @@
+"""The implementation in a supervised worker process (``rheo gate --impl``).
+
+The gate's own process never imports user code. ``run_impl_checks`` starts a worker (a
+fresh interpreter, ``multiprocessing`` spawn), which loads the implementation, runs the
+implementation checks of ``rheo.checks.gate`` (exact certification and the statistics run
+there, next to the code they intercept) and sends back only their results. Before and
+after every call into the implementation the worker reports it (``harness.set_call_hook``),
+so the parent knows which call, on which case, is running. Whatever the implementation
+does, the parent reports it as a finding on the check that was running, in one line:
+
+- it exits (``sys.exit``, ``os._exit``) or is killed (a segfault, the memory limit):
+  *implementation exited with status 0 during verify on case V=3, policy rheo, ...*;
+- a call runs longer than ``call_timeout`` (``--call-timeout``), or the whole run longer
+  than ``timeout`` (``--timeout``): the worker is killed;
+- it prints: its stdout and stderr go to files, never to the gate's stdout (so ``--json``
+  stays one JSON object); their last lines are shown, trimmed, with a finding.
+
+After a finding that killed the worker, a fresh one runs the remaining checks. Memory is
+limited with ``resource.RLIMIT_AS`` (``--memory-limit``, MiB) where the platform has it.
+An implementation that cannot be loaded (an import, syntax or constructor error, or an
+exit while loading) raises ``LoadFailed``: bad input, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rheo.checks import harness
+from rheo.checks.exact_impl import replay_exact
+from rheo.checks.gate import impl_checks, run_checks
+from rheo.checks.outcome import CheckResult, Profile, Progress
+
+DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call into the implementation
+POLL = 0.05  # seconds between the parent's looks at the worker
+TAIL = 300  # characters of the worker's output shown with a finding
+
+
+class LoadFailed(Exception):
+    """The implementation could not be loaded; the message is one line (exit 2)."""
+
+
+class BadReplay(Exception):
+    """The --replay file is not one this implementation's counterexamples can be rerun from."""
+
+
+class NothingMatched(Exception):
+    """--only matched no check; the message lists the checks (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    timeout: float | None = None  # the whole run
+    memory_mb: int | None = None
+
+
+def escape(text: str) -> str:
+    """Control characters escaped, so that nothing the implementation printed drives the terminal."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4 * TAIL))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return escape(text if len(text) <= TAIL else "..." + text[-TAIL:])
+
+
+# ---- the worker's side ----
+
+
+def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | None) -> None:
+    for fd, path in ((1, out_path), (2, err_path)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    if memory_mb:
+        try:
+            import resource
+
+            limit = memory_mb * 2**20
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        except (ImportError, ValueError, OSError):
+            pass
+    os.chdir(job["cwd"])
+
+    def hook(event: str, method: str, case: str) -> None:
+        conn.send((event, method, case))
+
+    try:
+        impl = harness.load_implementation(job["spec"])
+    except harness.ImplLoadError as e:
+        conn.send(("load_error", str(e)))
+        return
+    conn.send(("loaded", impl.provides()))
+    harness.set_call_hook(hook)
+    try:
+        if job["kind"] == "replay":
+            try:
+                answer = _replay(impl, job["path"])
+            except (KeyError, ValueError, TypeError) as e:
+                conn.send(("bad_replay", f"{type(e).__name__}: {e}"))
+                return
+            conn.send(("replay", *answer))
+        else:
+            _run(conn, impl, job)
+    except Exception as e:  # a bug of rheo's own: reported with its traceback, as a failed check
+        conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        return
+    conn.send(("done",))
+
+
+def _replay(impl: Any, path: str) -> tuple[dict, str, int]:
+    """(JSON answer, text answer, exit status) of ``--replay`` (rheo.cli.gate prints them)."""
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(saved, dict) and saved.get("check") == "exact certification":
+        cert = replay_exact(impl, saved)
+        passed = cert.verdict == "lossless"
+        return {"passed": passed, "check": "exact certification", **cert.to_json()}, cert.summary(), 0 if passed else 1
+    cmp = harness.replay(impl, path)
+    out = {
+        "status": cmp.check.status,
+        "detail": cmp.check.detail,
+        "reference": cmp.reference,
+        "implementation": cmp.implementation,
+    }
+    text = f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}"
+    return out, text, 1 if cmp.check.status == "differs" else 0
+
+
+def _run(conn: Any, impl: Any, job: dict) -> None:
+    checks = impl_checks(impl, job["extra_cases"])
+    if job["only"]:
+        matched = [c for c in checks if job["only"].lower() in c.name.lower()]
+        if not matched:
+            conn.send(("nothing_matched", [c.name for c in checks]))
+            return
+        checks = matched
+    conn.send(("checks", [c.name for c in checks]))
+    for i, check in enumerate(checks):
+        if i < job["start"]:
+            continue
+        conn.send(("start", i))
+        [result] = run_checks([check], job["profile"], Path(job["out_dir"]), progress=None)
+        conn.send(("result", i, asdict(result)))
+
+
+# ---- the gate's side ----
+
+
+@dataclass
+class _Session:
+    names: list[str] | None = None
+    provides: str = ""
+    current: int | None = None
+    call: tuple[str, str] | None = None
+    call_started: float = 0.0
+    finding: str | None = None  # why the worker stopped early
+    replay: tuple | None = None
+
+
+def _exit_words(code: int | None) -> str:
+    if code is None:
+        return "stopped"
+    if code < 0:
+        try:
+            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _session(job: dict, limits: Limits, deadline: float | None, results: dict, progress: Progress | None) -> _Session:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    folder = tempfile.mkdtemp(prefix="rheo-worker-")
+    out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+    proc = ctx.Process(target=_child, args=(child, job, out_path, err_path, limits.memory_mb), daemon=True)
+    proc.start()
+    child.close()
+    s = _Session()
+
+    def stop(why: str) -> _Session:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        output = "; ".join(f"its {n}: {t}" for n, t in (("stdout", _tail(out_path)), ("stderr", _tail(err_path))) if t)
+        s.finding = why + (f" ({output})" if output else "")
+        return s
+
+    def where() -> str:
+        if s.call is not None:
+            method, case = s.call
+            return f"during {method}" + (f" on case {case}" if case else "")
+        if s.names is None:
+            return "while it was being loaded"
+        return "between calls"
+
+    while True:
+        now = time.monotonic()
+        if s.call is not None and now - s.call_started > limits.call_timeout:
+            return stop(f"implementation did not return within {limits.call_timeout:g} s {where()} (--call-timeout)")
+        if deadline is not None and now > deadline:
+            return stop(f"the whole run reached its --timeout {where()}")
+        try:
+            ready = parent.poll(POLL)
+            msg = parent.recv() if ready else None
+        except (EOFError, OSError):
+            proc.join(5)
+            return stop(f"implementation {_exit_words(proc.exitcode)} {where()}")
+        if msg is None:
+            if not proc.is_alive():
+                proc.join(5)
+                return stop(f"implementation {_exit_words(proc.exitcode)} {where()}")
+            continue
+        kind = msg[0]
+        if kind == "call":
+            s.call, s.call_started = (msg[1], msg[2]), time.monotonic()
+        elif kind == "return":
+            s.call = None
+        elif kind == "loaded":
+            s.provides = msg[1]
+        elif kind == "load_error":
+            proc.join(5)
+            raise LoadFailed(msg[1])
+        elif kind == "nothing_matched":
+            proc.join(5)
+            raise NothingMatched("; ".join(msg[1]))
+        elif kind == "checks":
+            s.names = msg[1]
+        elif kind == "start":
+            s.current = msg[1]
+            if progress and s.names:
+                progress(f"[{msg[1] + 1}/{len(s.names)}] {s.names[msg[1]]} ...")
+        elif kind == "result":
+            results[msg[1]] = CheckResult(**msg[2])
+            if progress:
+                progress(f"      {msg[2]['verdict']} ({msg[2]['seconds']:.1f} s)")
+            s.current = None
+        elif kind == "replay":
+            s.replay = msg[1:]
+        elif kind == "bad_replay":
+            proc.join(5)
+            raise BadReplay(msg[1])
+        elif kind == "error":
+            return stop(f"the check crashed: {msg[1]}")
+        elif kind == "done":
+            proc.join(5)
+            return s
+
+
+@dataclass
+class Run:
+    results: list[CheckResult]
+    provides: str
+
+
+def run_impl_checks(
+    spec: str,
+    extra_cases: list[dict] | None,
+    profile: Profile,
+    only: str | None,
+    out_dir: Path,
+    limits: Limits,
+    progress: Progress | None = None,
+) -> Run:
+    """The implementation checks of ``spec``, each run in a supervised worker (see the
+    module docstring). Raises LoadFailed or NothingMatched (bad input)."""
+    deadline = time.monotonic() + limits.timeout if limits.timeout else None
+    results: dict[int, CheckResult] = {}
+    start, names, provides = 0, None, ""
+    while True:
+        job = {
+            "kind": "checks",
+            "spec": spec,
+            "extra_cases": extra_cases,
+            "only": only,
+            "profile": profile,
+            "out_dir": str(out_dir),
+            "start": start,
+            "cwd": os.getcwd(),
+        }
+        t0 = time.monotonic()
+        s = _session(job, limits, deadline, results, progress)
+        names, provides = s.names or names, s.provides or provides
+        if s.finding is None:
+            break
+        if names is None:  # it died before it listed its checks: nothing else can run
+            raise LoadFailed(f"--impl {spec}: {s.finding}")
+        index = s.current if s.current is not None else len(results)
+        if index < len(names):
+            results[index] = CheckResult(names[index], "implementation", "fail", time.monotonic() - t0, s.finding)
+            if progress:
+                progress(f"      fail: {s.finding}")
+        start = index + 1
+        if start >= len(names):
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            for i in range(start, len(names)):
+                results[i] = CheckResult(
+                    names[i], "implementation", "fail", 0.0, "not run: the whole run reached --timeout"
+                )
+            break
+    return Run([results[i] for i in sorted(results)], provides)
+
+
+def run_replay(spec: str, path: str, limits: Limits) -> tuple[dict, str, int]:
+    """``--replay`` in a supervised worker: (JSON answer, text answer, exit status). A
+    finding (an exit, a timeout) gives exit status 1 and says so."""
+    job = {"kind": "replay", "spec": spec, "path": str(Path(path).resolve()), "cwd": os.getcwd()}
+    deadline = time.monotonic() + limits.timeout if limits.timeout else None
+    s = _session(job, limits, deadline, {}, None)
+    if s.finding is not None:
+        return {"status": "differs", "detail": s.finding}, f"differs: {s.finding}", 1
+    assert s.replay is not None  # a session that ended without a finding sent its answer
+    out, text, code = s.replay
+    return out, text, code
