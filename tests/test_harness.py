@@ -3,7 +3,9 @@ example bug is caught with a shrunk, replayable counterexample, the output-law c
 losslessness (against the implementation's own sampler law when it declares one), and the
 protocol's edges (one entry point only, malformed output, crashes, unsupported
 configurations, NotImplementedError, an implementation with its own randomness, loading
-by file path from anywhere, errors while loading) are handled."""
+by file path from anywhere, errors while loading) are handled. Whatever an implementation
+returns (a fuzz of shapes, dtypes, NaN, huge ints, strings) is read or refused with a
+one-line finding, never converted and never a crash."""
 
 import json
 import subprocess
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rheo.checks.harness import (
+    BadOutput,
     Implementation,
     ImplLoadError,
     JudgedInstance,
@@ -24,6 +29,7 @@ from rheo.checks.harness import (
     float_instance,
     judged_instance,
     load_implementation,
+    read_tree,
 )
 from rheo.reference import Uniforms
 from rheo.reference.generate import hashed_case
@@ -511,3 +517,36 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
         replay(load_implementation("examples.buggy_impl:TokenTieBreak"), files["TokenTieBreak"]).check.status
         == "differs"
     )
+
+
+def _arrays():
+    """Anything an implementation might hand back as one field: arrays of every dtype and
+    shape (NaN, inf, huge ints, strings, booleans), lists, scalars, None."""
+    from hypothesis.extra import numpy as hnp
+
+    dtypes = st.one_of(hnp.integer_dtypes(), hnp.floating_dtypes(), hnp.boolean_dtypes(), hnp.unicode_string_dtypes())
+    arrays = hnp.arrays(dtypes, hnp.array_shapes(min_dims=0, max_dims=3, max_side=6))
+    scalars = st.one_of(st.integers(-(2**80), 2**80), st.floats(), st.text(max_size=5), st.none(), st.booleans())
+    return st.one_of(arrays, st.lists(scalars, max_size=6), scalars)
+
+
+@given(tree_fields=st.dictionaries(st.sampled_from(["tokens", "parents", "kinds", "slots", "sample_probs"]), _arrays()))
+@settings(max_examples=300, deadline=None)
+def test_any_returned_tree_is_read_or_refused_as_a_finding(tree_fields):
+    inst, _ = _case_and_uniforms()
+    try:
+        read_tree(tree_fields, inst)
+    except BadOutput as e:
+        assert "\n" not in str(e)
+
+
+@given(result=st.dictionaries(st.sampled_from(["tokens", "accepted"]), _arrays()))
+@settings(max_examples=300, deadline=None)
+def test_any_returned_result_is_read_or_refused_as_a_finding(result):
+    from rheo.checks.harness import _read_result
+
+    tree = {"tokens": [1, 2, 0], "parents": [-1, 0, 0]}
+    try:
+        _read_result(result, tree, 4)
+    except BadOutput as e:
+        assert "\n" not in str(e)
