@@ -127,6 +127,7 @@ def test_an_exit_while_loading_is_bad_input(hostile, capsys, monkeypatch):
     [
         (("--impl", ""), "--impl: expected MODULE:OBJECT"),
         (("--impl", ":"), "--impl: expected MODULE:OBJECT"),
+        (("--impl", "../x:Y"), "--impl: ../x is neither a dotted module name nor a .py file"),
         (("--impl", "examples.loop_impl:LoopImplementation", "--call-timeout", "-1"), "--call-timeout: must be"),
         (("--impl", "examples.loop_impl:LoopImplementation", "--timeout", "nan"), "--timeout: must be"),
         (("--impl", "examples.loop_impl:LoopImplementation", "--out", "README.md"), "--out: README.md is a file"),

@@ -184,6 +184,12 @@ def cmd_gate(args) -> int:
             f"--impl: expected MODULE:OBJECT or path/to/file.py:OBJECT "
             f"(e.g. examples.loop_impl:LoopImplementation), got {args.impl!r}"
         )
+    module = (args.impl or "").rsplit(":", 1)[0]
+    if args.impl is not None and not module.endswith(".py") and ("/" in module or module.startswith(".")):
+        return fail(
+            f"--impl: {module} is neither a dotted module name nor a .py file; give MODULE:OBJECT or "
+            "path/to/file.py:OBJECT"
+        )
     extra_cases = None
     if args.cases is not None:
         try:
