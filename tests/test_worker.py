@@ -141,6 +141,7 @@ def test_an_exit_while_loading_is_bad_input(hostile, capsys, monkeypatch):
     ids=[
         "empty impl",
         "colon",
+        "relative path",
         "negative call timeout",
         "nan timeout",
         "out is a file",
