@@ -217,7 +217,7 @@ def _session(job: dict, limits: Limits, deadline: float | None, results: dict, p
         return s
 
     def where() -> str:
-        if watch[0].value:
+        if watch[0].value:  # a call in flight (a read racing its return says "between calls": harmless)
             method, case = (escape(b.value.decode("utf-8", "replace")) for b in watch[1:])
             return f"during {method}" + (f" on case {case}" if case else "")
         if s.names is None:
@@ -226,7 +226,8 @@ def _session(job: dict, limits: Limits, deadline: float | None, results: dict, p
 
     while True:
         now = time.monotonic()
-        if watch[0].value and now - watch[0].value > limits.call_timeout:
+        started = watch[0].value  # read once: the worker may set it to 0 between two reads
+        if started and now - started > limits.call_timeout:
             return stop(f"implementation did not return within {limits.call_timeout:g} s {where()} (--call-timeout)")
         if deadline is not None and now > deadline:
             return stop(f"the whole run reached its --timeout {where()}")
