@@ -150,6 +150,20 @@ def _case_and_uniforms():
     return inst, Uniforms.random(np.random.default_rng(1), 3, 2, 2)
 
 
+def _tampered(method: str, tamper) -> str:
+    """The decision-equality detail for the loop implementation with ``method``'s answer
+    passed through ``tamper``; asserts it is a difference."""
+
+    class Tampered(LoopImplementation):
+        pass
+
+    setattr(Tampered, method, lambda self, *a: tamper(getattr(LoopImplementation, method)(self, *a)))
+    inst, u = _case_and_uniforms()
+    got = compare_decisions(Implementation(Tampered(), "b"), inst, u)
+    assert got.check.status == "differs", got.check.detail
+    return got.check.detail
+
+
 @pytest.mark.parametrize(
     "broken,needle",
     [
@@ -178,13 +192,8 @@ def _case_and_uniforms():
     ],
 )
 def test_malformed_trees_are_reported_not_crashed(broken, needle):
-    class Broken(LoopImplementation):
-        def build_tree(self, *a):
-            return broken(super().build_tree(*a))
-
-    inst, u = _case_and_uniforms()
-    got = compare_decisions(Implementation(Broken(), "b"), inst, u)
-    assert got.check.status == "differs" and needle in got.check.detail, got.check.detail
+    detail = _tampered("build_tree", broken)
+    assert needle in detail, detail
 
 
 @pytest.mark.parametrize(
@@ -200,14 +209,8 @@ def test_malformed_trees_are_reported_not_crashed(broken, needle):
     ids=["float tokens", "string tokens", "extra token", "token out of range", "not a path", "huge index"],
 )
 def test_malformed_results_are_findings_never_coerced(broken, needle):
-    class Broken(LoopImplementation):
-        def verify(self, *a):
-            return broken(super().verify(*a))
-
-    inst, u = _case_and_uniforms()
-    got = compare_decisions(Implementation(Broken(), "b"), inst, u)
-    assert got.check.status == "differs" and needle in got.check.detail, got.check.detail
-    assert "verify returned a malformed result" in got.check.detail
+    detail = _tampered("verify", broken)
+    assert needle in detail and "verify returned a malformed result" in detail, detail
 
 
 def test_a_crash_is_a_finding():
