@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cycle import CycleLaw, Deadline
+from .cycle import CycleLaw
+from .deadline import Deadline, paced
 from .enumerate_classes import class_cycle_law
 from .enumerate_naive import naive_cycle_law
 from .instance import Instance
 from .numbers import Number, fmt_number
+from .stack import Call, run_stack
 from .verify import Output
 
 FLOAT_TOLERANCE = 1e-12
@@ -65,17 +67,23 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
     Below a prefix s that no output extends, the deviation is (A(s) - p_T(s)) * p_T(rest|s),
     so that subtree is settled by its best continuation, and skipped when |A(s) - p_T(s)|
     cannot beat the best so far.
+
+    Both searches recurse once per token of the sequence; they run on an explicit stack
+    (``stack.run_stack``: ``yield`` is the recursive call), so any depth works, and check
+    ``inst.deadline`` as they go.
     """
     L, n = inst.seq_len, inst.n
-    zero, one = inst.zero, inst.one
-    extended: set[Output] = set()
-    for o in law:
-        for k in range(len(o)):
+    zero, one, deadline = inst.zero, inst.one, inst.deadline
+    extended: set[Output] = set()  # every proper prefix of an output: a prefix-closed set
+    for o in paced(law, deadline, "listing the prefixes of outputs"):
+        for k in range(len(o) - 1, -1, -1):
+            if o[:k] in extended:
+                break  # and so are the shorter ones
             extended.add(o[:k])
     best: list[Any] = [zero, None, zero, zero]  # a Deviation's fields, the sequence None until one is found
     max_path_memo: dict[Output, tuple[Number, Output]] = {}
 
-    def max_path(s: Output, k: int) -> tuple[Number, Output]:
+    def max_path(s: Output, k: int) -> Call[tuple[Number, Output]]:
         """max over continuations of length k of p_T(rest | s), with the lex-first argmax."""
         if k == 0:
             return one, ()
@@ -85,9 +93,9 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
         p = inst.target_law(s)
         top: Number | None = None
         arg: Output = ()  # set together with top
-        for x in range(n):
+        for x in paced(range(n), deadline, "searching the likeliest continuation"):
             if p[x] > 0 and (top is None or p[x] >= top):  # a bound: only then can x win
-                sub, rest = max_path(s + (x,), k - 1)
+                sub, rest = yield max_path(s + (x,), k - 1)
                 val = p[x] * sub
                 if top is None or val > top:
                     top, arg = val, (x,) + rest
@@ -96,7 +104,7 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
         max_path_memo[s] = (top, arg)
         return top, arg
 
-    def rec(s: Output, a: Number, pt: Number) -> None:
+    def rec(s: Output, a: Number, pt: Number) -> Call[None]:
         if len(s) == L:
             dev: Number = abs(a - pt)  # type: ignore[assignment]  # mypy joins abs(Fraction | float) to object
             if dev > best[0]:
@@ -106,16 +114,16 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
             diff: Number = abs(a - pt)  # type: ignore[assignment]  # as above
             if not diff > best[0]:
                 return
-            mp, rest = max_path(s, L - len(s))
+            mp, rest = yield max_path(s, L - len(s))
             if diff * mp > best[0]:
                 best[:] = [diff * mp, s + rest, a * mp, pt * mp]
             return
         p = inst.target_law(s)
-        for x in range(n):
+        for x in paced(range(n), deadline, "comparing sequences with p_T"):
             t = s + (x,)
-            rec(t, a * p[x] + law.get(t, zero), pt * p[x])
+            yield rec(t, a * p[x] + law.get(t, zero), pt * p[x])
 
-    rec((), zero, one)
+    run_stack(rec((), zero, one), deadline, "sequences compared")
     if best[1] is None:
         seq = (0,) * L
         pt = target_sequence_probability(inst, seq)
@@ -188,8 +196,11 @@ def certify(
     count_draws: bool = True,
     count_seconds: float | None = None,
 ) -> Report:
-    """Cycle law, deviation from p_T over V^(D+1), tau: everything docs/spec.md §5 certifies."""
+    """Cycle law, deviation from p_T over V^(D+1), tau: everything docs/spec.md §5 certifies.
+
+    With a ``deadline`` every phase checks it (``Instance.bounded``) and raises ``Timeout``."""
     t0 = time.perf_counter()
-    law = cycle_law(inst, enumerator, deadline, count_draws, count_seconds)
-    dev = max_deviation(inst, law.law)
+    with inst.bounded(deadline):
+        law = cycle_law(inst, enumerator, deadline, count_draws, count_seconds)
+        dev = max_deviation(inst, law.law)
     return Report(inst, law, dev, time.perf_counter() - t0)

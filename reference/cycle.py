@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .deadline import Deadline as Deadline  # re-exported: its home before deadline.py
+from .deadline import Timeout as Timeout
 from .numbers import Number
 from .tree import LabelledTree
 from .verify import Output
-
-
-class Timeout(RuntimeError):
-    """An enumeration ran past its deadline."""
-
-
-class Deadline:
-    """Raises Timeout once ``seconds`` have passed; optional progress callback."""
-
-    def __init__(
-        self, seconds: float | None = None, progress: Callable[[str], object] | None = None, every: float = 2.0
-    ) -> None:
-        self.start = time.perf_counter()
-        self.seconds = seconds
-        self.progress = progress
-        self.every = every
-        self._next = self.start + every
-
-    def check(self, count: int, what: str = "joint draws") -> None:
-        now = time.perf_counter()
-        if self.seconds is not None and now - self.start > self.seconds:
-            raise Timeout(f"gave up after {self.seconds:g} s ({count} {what})")
-        if self.progress is not None and now >= self._next:
-            self._next = now + self.every
-            self.progress(f"  ... {count} {what}, {now - self.start:.1f} s")
 
 
 @dataclass

@@ -22,6 +22,10 @@ E[...] = sum over classes of P(class) * law(class) (docs/spec.md §5). Skipping 
 their draws, so ``joint_draws`` is counted by a second pass without skipping
 (``count_joint_draws``), which has no verification in it and multiplies the last layer's
 draws in without branching (nothing is expanded after them).
+
+Branching is recursive (one level per expansion with more than one group), run on an
+explicit stack (``stack.run_stack``) so that deep trees do not meet Python's recursion
+limit.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import product
 
-from .cycle import CycleLaw, Deadline, Timeout
+from .cycle import CycleLaw
+from .deadline import Deadline, Timeout, paced
 from .instance import Instance, NodeLaws
 from .numbers import Number
 from .params import Prefix
+from .stack import Call, run_stack
 from .tree import Label, LabelledTree, Node, OrderKey, children_of
 from .verify import Output, verification_law
 
@@ -94,12 +100,13 @@ class _Explorer:
     def run(self) -> None:
         st = _State()
         st.recorded, st.layer, st.queue, st.d, st.prob, st.mult = [], [], [_ROOT], 1, self.inst.one, 1
-        self._run(st)
+        with self.inst.bounded(self.deadline):
+            run_stack(self._run(st), self.deadline, "class-enumerator steps")
 
     def _dead(self, v: Node, recorded: list[Node]) -> bool:
         kv = v.key
         ahead = 0
-        for n in recorded:
+        for n in paced(recorded, self.deadline, "comparing order keys"):
             if n.key < kv:
                 ahead += 1
                 if ahead >= self.c.budget:
@@ -113,23 +120,23 @@ class _Explorer:
         return groups
 
     def _make_groups(self, laws: NodeLaws) -> list[GroupSpec]:
-        f = laws.fill_count
-        pos = {u: i for i, u in enumerate(laws.residual_support)}
-        singles = [([u], [m], m) for u, m in laws.draws if pos[u] < f or not self.group]
+        f, d = laws.fill_count, self.deadline
+        pos = {u: i for i, u in enumerate(paced(laws.residual_support, d))}
+        singles = [([u], [m], m) for u, m in paced(laws.draws, d) if pos[u] < f or not self.group]
         if not self.group:
             return singles
-        tail = [(u, m) for u, m in laws.draws if pos[u] >= f]
+        tail = [(u, m) for u, m in paced(laws.draws, d) if pos[u] >= f]
         if not tail:
             return singles
         if laws.proxy is None:  # "self" proxy: the factor q(Y) must agree inside a group
             by_q: dict[Number, list[tuple[int, Number]]] = {}
-            for u, m in tail:
+            for u, m in paced(tail, d):
                 by_q.setdefault(laws.q[u], []).append((u, m))
             parts = list(by_q.values())
         else:
             parts = [tail]
         for part in parts:
-            total = sum((m for _, m in part[1:]), part[0][1])
+            total = sum((m for _, m in paced(part[1:], d)), part[0][1])
             singles.append(([u for u, _ in part], [m for _, m in part], total))
         return singles
 
@@ -150,7 +157,9 @@ class _Explorer:
         st.layer.extend(kids)
         st.recorded.extend(kids)
 
-    def _run(self, st: _State) -> None:
+    def _run(self, st: _State) -> Call[None]:
+        """Follow one branch to its end; recursive where it branches (``yield`` is the
+        recursive call, run by ``run_stack``)."""
         c = self.c
         while True:
             if st.queue:
@@ -168,7 +177,7 @@ class _Explorer:
                             st2.queue.append(v2)
                             st2.prob = st2.prob * (mass / g.total)
                             st2.mult //= len(g.tokens)
-                            self._run(st2)
+                            yield self._run(st2)
                         return
                 laws = self.inst.node_laws(() if v is _ROOT else v.prefix)
                 if self.count_only and st.d == c.depth:
@@ -187,9 +196,11 @@ class _Explorer:
                 for group in groups:
                     st2 = st.copy()
                     self._apply(st2, v, group)
-                    self._run(st2)
+                    yield self._run(st2)
                 return
-            if st.d < c.depth:
+            if st.d < c.depth and st.layer:  # an empty layer: no deeper node, the tree is complete
+                if self.deadline is not None:
+                    self.deadline.check(st.d, "layers built")
                 st.queue = sorted(st.layer, key=self.key)[: c.B][::-1]  # type: ignore[assignment]  # no root here
                 st.layer = []
                 st.d += 1
@@ -215,7 +226,7 @@ class _Explorer:
             [(n.slot_path, t, n.kind, mass / _group(n).total) for t, mass in zip(_group(n).tokens, _group(n).masses)]
             for n in lazy
         ]
-        for combo in product(*options):
+        for combo in paced(product(*options), self.deadline, "listing the trees of a branch"):
             prob = st.prob
             for *_, share in combo:
                 prob = prob * share
@@ -252,16 +263,23 @@ def class_cycle_law(
     ex = _Explorer(inst, skip_dead=True, on_leaf=leaf, deadline=deadline)
     ex.run()
     law: dict[Output, Number] = {}
-    for i, (tree, pt) in enumerate(trees.items()):
-        if deadline is not None:
-            deadline.check(i, "classes verified")
-        for seq, pr in verification_law(inst, tree).items():
-            law[seq] = law.get(seq, 0) + pt * pr
+    with inst.bounded(deadline):
+        for i, (tree, pt) in enumerate(trees.items()):
+            if deadline is not None:
+                deadline.check(i, "classes verified")
+            for seq, pr in paced(verification_law(inst, tree).items(), deadline, "summing the verified laws"):
+                law[seq] = law.get(seq, 0) + pt * pr
     draws = None
     if count_draws:
+        cap = deadline
+        if count_seconds is not None:  # its own cap, within what is left of the deadline
+            left = None if deadline is None else deadline.remaining()
+            cap = Deadline(count_seconds if left is None else min(count_seconds, left))
         try:
-            draws = count_joint_draws(inst, deadline if count_seconds is None else Deadline(count_seconds))
+            draws = count_joint_draws(inst, cap)
         except Timeout:
+            if deadline is not None:
+                deadline.check(None, "while counting joint draws")  # raises if the deadline itself ran out
             if count_seconds is None:
                 raise
     return CycleLaw(law, joint_draws=draws, classes=len(trees), enumerator="classes", trees=trees)

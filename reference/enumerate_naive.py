@@ -7,7 +7,8 @@ This is the specification in code; ``enumerate_classes`` must agree with it exac
 from __future__ import annotations
 
 from .choices import enumerate_choices
-from .cycle import CycleLaw, Deadline
+from .cycle import CycleLaw
+from .deadline import Deadline, paced
 from .instance import Instance
 from .numbers import Number
 from .tree import LabelledTree, build_tree
@@ -19,12 +20,13 @@ def naive_cycle_law(inst: Instance, deadline: Deadline | None = None) -> CycleLa
     law: dict[Output, Number] = {}
     trees: set[LabelledTree] = set()
     draws = 0
-    for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), inst.one):
-        draws += 1
-        if deadline is not None:
-            deadline.check(draws)
-        labelled = tree.labelled
-        trees.add(labelled)
-        for seq, pr in verification_law(inst, labelled).items():
-            law[seq] = law.get(seq, 0) + prob * pr
+    with inst.bounded(deadline):
+        for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), inst.one):
+            draws += 1
+            if deadline is not None:
+                deadline.check(draws)
+            labelled = tree.labelled
+            trees.add(labelled)
+            for seq, pr in paced(verification_law(inst, labelled).items(), deadline, "summing the verified laws"):
+                law[seq] = law.get(seq, 0) + prob * pr
     return CycleLaw(law, joint_draws=draws, classes=len(trees), enumerator="naive")

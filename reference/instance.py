@@ -4,14 +4,20 @@
 (docs/spec.md §1-§2): the truncated draft law, its ranking, the leads, the residual support
 and law, the proxy and the fills; ``Instance.target_law(prefix)`` is p_T with the target
 filters. Both are cached per prefix.
+
+``Instance.deadline`` (None by default; ``certify(inst, deadline=...)`` sets it for its
+run) bounds the loops over a law's ``vocab_size`` entries made here and in verification.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
+from .deadline import Deadline, paced
 from .numbers import CaseError, Law, Number, Temperature, apply_filters, keep_top_k, parse_exact, rank_order, temper
 from .params import UNTEMPERED, Params, Prefix, parse_prefix, prefix_key
 
@@ -92,7 +98,8 @@ class NodeLaws:
 
     def fills(self, y: int) -> list[int]:
         """F(Y): the first K-m-1 tokens of U without Y."""
-        return [u for u in self.residual_support if u != y][: self.fill_count]
+        fill = min(self.fill_count, len(self.residual_support))  # islice takes no count past sys.maxsize
+        return list(islice((u for u in self.residual_support if u != y), fill))
 
     def sample_factor(self, y: int) -> Number:
         return self.q[y] if self.proxy is None else self.proxy
@@ -101,13 +108,16 @@ class NodeLaws:
 class Instance:
     """Target table, draft table and configuration; the laws the algorithm reads."""
 
-    def __init__(self, vocab_size: int, target: Table, draft: Table, config: Params) -> None:
+    def __init__(
+        self, vocab_size: int, target: Table, draft: Table, config: Params, deadline: Deadline | None = None
+    ) -> None:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
             raise CaseError("vocab_size", f"must be an integer >= 1, got {vocab_size!r}")
         self.n = vocab_size
         self.target = target
         self.draft = draft
         self.config = config
+        self.deadline = deadline  # checked by the loops over vocab_size entries (None: no limit)
         self._target_cache: dict[Prefix, Law] = {}
         self._node_cache: dict[Prefix, NodeLaws] = {}
         self._checked: set[tuple[str, Prefix]] = set()
@@ -116,6 +126,17 @@ class Instance:
     @property
     def exact(self) -> bool:
         return self.config.exact
+
+    @contextmanager
+    def bounded(self, deadline: Deadline | None) -> Iterator[Instance]:
+        """This instance with ``deadline`` in force inside the ``with`` block (None: as it is)."""
+        before = self.deadline
+        if deadline is not None:
+            self.deadline = deadline
+        try:
+            yield self
+        finally:
+            self.deadline = before
 
     @property
     def one(self) -> Number:
@@ -137,7 +158,7 @@ class Instance:
         law = table(prefix)
         key = (table.name, prefix)
         if key not in self._checked:
-            check_law(law, self.n, self.exact, f'{table.name}["{prefix_key(prefix)}"]')
+            check_law(law, self.n, self.exact, f'{table.name}["{prefix_key(prefix)}"]', self.deadline)
             self._checked.add(key)
         return law
 
@@ -145,8 +166,8 @@ class Instance:
         """p_T(. | prefix) with the target filters (docs/spec.md §0)."""
         law = self._target_cache.get(prefix)
         if law is None:
-            c = self.config
-            law = apply_filters(temper(self._checked_law(self.target, prefix), c.temperature), c.target_filters)
+            c, d = self.config, self.deadline
+            law = apply_filters(temper(self._checked_law(self.target, prefix), c.temperature, d), c.target_filters, d)
             self._target_cache[prefix] = law
         return law
 
@@ -158,10 +179,10 @@ class Instance:
         return laws
 
     def _make_node_laws(self, prefix: Prefix) -> NodeLaws:
-        c = self.config
+        c, d = self.config, self.deadline
         q_raw = self._checked_law(self.draft, prefix)
-        q = keep_top_k(q_raw, c.draft_top_k) if c.draft_top_k is not None else tuple(q_raw)
-        ranked = rank_order(q)
+        q = keep_top_k(q_raw, c.draft_top_k, d) if c.draft_top_k is not None else tuple(q_raw)
+        ranked = rank_order(q, d)
         zero = q[0] * 0
         if c.policy == "topk":
             return NodeLaws(prefix, q, ranked, ranked[: c.K], [], None, [], None, 0, kinds="topk")
@@ -174,16 +195,17 @@ class Instance:
         in_u = set(support)
 
         def residual_from(vec: Sequence[Number], temp: Temperature) -> Law:
-            return temper([x if i in in_u else zero for i, x in enumerate(vec)], temp)
+            return temper([x if i in in_u else zero for i, x in enumerate(paced(vec, d))], temp, d)
 
         r = residual_from(q, c.temperature)
-        draws = [(u, r[u]) for u in support if r[u] > 0]
+        draws = [(u, r[u]) for u in paced(support, d) if r[u] > 0]
         laws = NodeLaws(prefix, q, ranked, leads, support, r, draws, None, c.K - m - 1)
         if c.proxy.identity_independent:
             laws.proxy = self._proxy_value(prefix, laws)
         if c.draft_law == "dense":
             lead_set = set(leads)
-            laws.dense_residual = temper([zero if i in lead_set else x for i, x in enumerate(q_raw)], c.temperature)
+            dense = [zero if i in lead_set else x for i, x in enumerate(paced(q_raw, d))]
+            laws.dense_residual = temper(dense, c.temperature, d)
         elif c.draft_law == "untempered":
             laws.untempered_residual = residual_from(q, UNTEMPERED)
         return laws
@@ -222,14 +244,14 @@ class Instance:
         return laws.q[laws.residual_support[0]] if laws.residual_support else None
 
 
-def check_law(law: Sequence[Number], n: int, exact: bool, where: str) -> None:
+def check_law(law: Sequence[Number], n: int, exact: bool, where: str, deadline: Deadline | None = None) -> None:
     """A probability vector: n entries, none negative, summing to 1 (within 1e-9 in float64)."""
     if len(law) != n:
         raise CaseError(where, f"must have vocab_size = {n} entries, got {len(law)}")
-    for i, x in enumerate(law):
+    for i, x in enumerate(paced(law, deadline)):
         if x < 0:
             raise CaseError(f"{where}[{i}]", f"must be >= 0, got {x}")
-    total = sum(law)
+    total = sum(paced(law, deadline))
     if exact:
         if total != 1:
             raise CaseError(where, f"must sum to exactly 1 in exact mode, sums to {total}")
@@ -237,15 +259,22 @@ def check_law(law: Sequence[Number], n: int, exact: bool, where: str) -> None:
         raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
 
 
-def exact_law(values: Sequence[object], field: str) -> Law:
-    return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(values))
+def exact_law(values: Sequence[object], field: str, deadline: Deadline | None = None) -> Law:
+    return tuple(parse_exact(v, f"{field}[{i}]") for i, v in enumerate(paced(values, deadline)))
 
 
 def make_instance(
-    vocab_size: int, target: TableSpec, draft: TableSpec, params: Params | None = None, **config: Any
+    vocab_size: int,
+    target: TableSpec,
+    draft: TableSpec,
+    params: Params | None = None,
+    *,
+    deadline: Deadline | None = None,
+    **config: Any,
 ) -> Instance:
     """Python API: tables as {prefix tuple or "*": law} dicts, or a single law for every prefix;
-    the configuration as ``params`` or as case-file keywords (``Params.from_case``).
+    the configuration as ``params`` or as case-file keywords (``Params.from_case``);
+    ``deadline`` bounds reading the tables and becomes the instance's ``deadline``.
 
     >>> inst = make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"],
     ...                      policy="rheo", K=3, m=1, depth=1, budget=2)
@@ -260,7 +289,9 @@ def make_instance(
 
     def table(name: str, spec: TableSpec) -> Table:
         conv: Callable[[Sequence[object], str], Law] = (
-            (lambda v, f: exact_law(v, f)) if exact else (lambda v, f: tuple(float(x) for x in exact_law(v, f)))
+            (lambda v, f: exact_law(v, f, deadline))
+            if exact
+            else (lambda v, f: tuple(float(x) for x in paced(exact_law(v, f, deadline), deadline)))
         )
         if callable(spec):
             return Table(name, {}, fn=spec)
@@ -277,4 +308,4 @@ def make_instance(
             return Table(name, laws, default)
         return Table.constant(name, conv(spec, name))
 
-    return Instance(vocab_size, table("target", target), table("draft", draft), params)
+    return Instance(vocab_size, table("target", target), table("draft", draft), params, deadline)

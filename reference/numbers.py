@@ -14,12 +14,15 @@ they also run on the symbolic shadow numbers of proofs_tests/symbolic.py.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Protocol
+
+from .deadline import Deadline, paced
 
 Number = Fraction | float  # Fraction in exact arithmetic, float in float64
 Law = tuple[Number, ...]  # one number per token id
@@ -58,16 +61,18 @@ def parse_exact(value: object, field: str) -> Fraction:
     raise CaseError(field, f"expected a number or a rational string, got {type(value).__name__}")
 
 
-def normalize(vec: Sequence[Number]) -> Law:
-    """Divide by the total mass. The caller guarantees the total is positive."""
-    total = sum(vec[1:], vec[0])
-    return tuple(x / total for x in vec)
+def normalize(vec: Sequence[Number], deadline: Deadline | None = None) -> Law:
+    """Divide by the total mass. The caller guarantees the total is positive.
+
+    ``deadline``, here and below: checked after each entry (``paced``); None: no limit."""
+    total = sum(paced(vec[1:], deadline), vec[0])
+    return tuple(x / total for x in paced(vec, deadline))
 
 
-def argmax_lowest(vec: Sequence[Number]) -> int:
+def argmax_lowest(vec: Sequence[Number], deadline: Deadline | None = None) -> int:
     """Index of the largest entry; ties go to the lowest index."""
     best = 0
-    for i in range(1, len(vec)):
+    for i in paced(range(1, len(vec)), deadline):
         if vec[i] > vec[best]:
             best = i
     return best
@@ -114,47 +119,59 @@ class Temperature:
         return self.text
 
 
-def temper(vec: Sequence[Number], temp: Temperature) -> Law:
+def temper(vec: Sequence[Number], temp: Temperature, deadline: Deadline | None = None) -> Law:
     """p_T = p^(1/T) normalized on the same support; T = 0 -> one-hot on the argmax."""
     if temp.zero:
-        return one_hot(len(vec), argmax_lowest(vec), vec[0])
+        return one_hot(len(vec), argmax_lowest(vec, deadline), vec[0])
     if temp.power == 1:
-        return normalize(vec)
+        return normalize(vec, deadline)
     if temp.power is not None:
-        return normalize([x**temp.power for x in vec])
+        return normalize([x**temp.power for x in paced(vec, deadline)], deadline)
     e = 1.0 / temp.value
-    return normalize([float(x) ** e if x > 0 else 0.0 for x in vec])
+    return normalize([float(x) ** e if x > 0 else 0.0 for x in paced(vec, deadline)], deadline)
 
 
-def rank_order(vec: Sequence[Number]) -> list[int]:
-    """Token ids with positive mass ordered by (mass desc, id asc)."""
-    return sorted((i for i in range(len(vec)) if vec[i] > 0), key=lambda i: (-vec[i], i))
+RANK_RUN = 4096  # under a deadline, rank_order sorts runs of this many ids and merges them
 
 
-def keep_top_k(vec: Sequence[Number], k: int) -> Law:
+def rank_order(vec: Sequence[Number], deadline: Deadline | None = None) -> list[int]:
+    """Token ids with positive mass ordered by (mass desc, id asc).
+
+    Under a deadline the same order is found by sorting runs of ``RANK_RUN`` ids and
+    merging them, so that the clock is read between runs and during the merge."""
+    key = lambda i: (-vec[i], i)
+    ids = [i for i in paced(range(len(vec)), deadline) if vec[i] > 0]
+    if deadline is None or len(ids) <= RANK_RUN:
+        return sorted(ids, key=key)
+    starts = paced(range(0, len(ids), RANK_RUN), deadline, "ranking tokens")
+    runs = [sorted(ids[a : a + RANK_RUN], key=key) for a in starts]
+    return list(paced(heapq.merge(*runs, key=key), deadline))
+
+
+def keep_top_k(vec: Sequence[Number], k: int, deadline: Deadline | None = None) -> Law:
     """Keep the k largest entries (ties -> lower id), zero the rest, renormalize (docs/spec.md §1)."""
-    keep = set(rank_order(vec)[:k])
+    keep = set(rank_order(vec, deadline)[:k])
     zero = vec[0] * 0
-    return normalize([x if i in keep else zero for i, x in enumerate(vec)])
+    return normalize([x if i in keep else zero for i, x in enumerate(paced(vec, deadline))], deadline)
 
 
-def keep_top_p(vec: Sequence[Number], top_p: Number) -> Law:
+def keep_top_p(vec: Sequence[Number], top_p: Number, deadline: Deadline | None = None) -> Law:
     """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (docs/spec.md §0)."""
     keep, mass = set(), vec[0] * 0
-    for i in rank_order(vec):
+    for i in paced(rank_order(vec, deadline), deadline):
         keep.add(i)
         mass = mass + vec[i]
         if mass >= top_p:
             break
     zero = vec[0] * 0
-    return normalize([x if i in keep else zero for i, x in enumerate(vec)])
+    return normalize([x if i in keep else zero for i, x in enumerate(paced(vec, deadline))], deadline)
 
 
-def keep_min_p(vec: Sequence[Number], min_p: Number) -> Law:
+def keep_min_p(vec: Sequence[Number], min_p: Number, deadline: Deadline | None = None) -> Law:
     """Drop tokens below min_p x (largest probability), renormalize (docs/spec.md §0)."""
-    top = max(vec)
+    top = max(paced(vec, deadline))
     zero = vec[0] * 0
-    return normalize([x if x >= min_p * top else zero for x in vec])
+    return normalize([x if x >= min_p * top else zero for x in paced(vec, deadline)], deadline)
 
 
 class Filters(Protocol):
@@ -171,22 +188,22 @@ class Filters(Protocol):
     def min_p(self) -> Number | None: ...
 
 
-def apply_filters(law: Law, filters: Filters) -> Law:
+def apply_filters(law: Law, filters: Filters, deadline: Deadline | None = None) -> Law:
     """The serving-engine filters (a ``rheo.reference.params.TargetFilters``) after
     temperature, in their order: top_k, top_p, min_p (docs/spec.md §0)."""
     if filters.top_k is not None:
-        law = keep_top_k(law, filters.top_k)
+        law = keep_top_k(law, filters.top_k, deadline)
     if filters.top_p is not None:
-        law = keep_top_p(law, filters.top_p)
+        law = keep_top_p(law, filters.top_p, deadline)
     if filters.min_p is not None:
-        law = keep_min_p(law, filters.min_p)
+        law = keep_min_p(law, filters.min_p, deadline)
     return law
 
 
-def positive_part_difference(w: Law, r: Law) -> list[Number]:
+def positive_part_difference(w: Law, r: Law, deadline: Deadline | None = None) -> list[Number]:
     """(w - r)^+ entrywise."""
     zero = w[0] * 0
-    return [a - b if a > b else zero for a, b in zip(w, r)]
+    return [a - b if a > b else zero for a, b in paced(zip(w, r), deadline)]
 
 
 def fmt_number(x: Number, exact: bool) -> str | float:

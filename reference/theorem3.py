@@ -20,6 +20,7 @@ from itertools import combinations
 import numpy as np
 from scipy.optimize import linprog
 
+from .deadline import paced
 from .instance import Instance
 from .numbers import Number, positive_part_difference
 from .tree import LabelledTree, SlotPath
@@ -57,13 +58,13 @@ def theorem3_alpha(inst: Instance) -> Number:
         return p_lead
     r = laws.residual
     assert r is not None  # there are draws, so the residual support is not empty
-    excess = positive_part_difference(p, r)  # (p - r)^+
-    beta = sum(excess[1:], excess[0])
+    excess = positive_part_difference(p, r, inst.deadline)  # (p - r)^+
+    beta = sum(paced(excess[1:], inst.deadline), excess[0])
     if beta == 0:
         return zero + 1
     kept_fills = min(laws.fill_count, R - c.m - 1)
     s = zero
-    for y, ry in laws.draws:
+    for y, ry in paced(laws.draws, inst.deadline):
         over = ry - p[y]
         if over > 0:
             s = s + over * sum((excess[f] for f in laws.fills(y)[:kept_fills]), zero)

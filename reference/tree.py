@@ -122,6 +122,8 @@ def build_tree(inst: Instance, chooser: Chooser) -> Tree:
     layer = expand(None)
     recorded = list(layer)
     for _ in range(2, c.depth + 1):
+        if not layer:
+            break  # no deeper node: the tree is complete
         new: list[Node] = []
         for parent in sorted(layer, key=key)[: c.B]:
             new.extend(expand(parent))

@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .choices import Chooser
+from .deadline import Deadline, paced
 from .instance import Instance
 from .numbers import Law, Number, positive_part_difference
 from .params import Prefix
+from .stack import Call, run_stack
 from .tree import LabelledTree, SlotPath
 
 Output = tuple[int, ...]  # a cycle output o: the accepted tokens and the final token
@@ -52,7 +54,9 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
         x_star = laws.residual_support[b]
         zero = r[0] * 0
         band_mass = sum((r[u] for u in band), zero)
-        r = tuple(zero if i in band else (x + band_mass if i == x_star else x) for i, x in enumerate(r))
+        r = tuple(
+            zero if i in band else (x + band_mass if i == x_star else x) for i, x in enumerate(paced(r, inst.deadline))
+        )
         if y in band or y == x_star:
             y = x_star
         y_slot = next(s for s, t, _ in kids if t == y)
@@ -65,18 +69,18 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
     return [stochastic] + dets
 
 
-def _after_rejection(w: Law, step: Step) -> Law | None:
+def _after_rejection(w: Law, step: Step, deadline: Deadline | None = None) -> Law | None:
     """Residual target law after rejecting ``step`` (docs/spec.md §4 steps 3 and 4)."""
     if step.kind == "stochastic":
         assert step.law is not None  # a stochastic step carries its r
-        rest = positive_part_difference(w, step.law)
+        rest = positive_part_difference(w, step.law, deadline)
     else:
         rest = list(w)
         rest[step.token] = rest[step.token] * 0
-    total = sum(rest[1:], rest[0])
+    total = sum(paced(rest[1:], deadline), rest[0])
     if not total > 0:
         return None  # only reachable when rejection had probability 0 (float rounding)
-    return tuple(x / total for x in rest)
+    return tuple(x / total for x in paced(rest, deadline))
 
 
 def _acceptance(w: Law, step: Step, one: Number) -> Number:
@@ -88,16 +92,18 @@ def _acceptance(w: Law, step: Step, one: Number) -> Number:
 
 def verification_law(inst: Instance, tree: LabelledTree) -> dict[Output, Number]:
     """Pr(O = o | tree) for every output o (tuples of token ids), exact."""
-    return _node_law(inst, tree, (), ())
+    return run_stack(_node_law(inst, tree, (), ()), inst.deadline, "verified nodes")
 
 
-def _node_law(inst: Instance, tree: LabelledTree, path: SlotPath, prefix: Prefix) -> dict[Output, Number]:
+def _node_law(inst: Instance, tree: LabelledTree, path: SlotPath, prefix: Prefix) -> Call[dict[Output, Number]]:
+    """The law of the rest of O from the node at ``path``; recursive, run by ``run_stack``
+    (``yield`` is the recursive call)."""
     p = inst.target_law(prefix)
-    one = inst.one
+    one, deadline = inst.one, inst.deadline
     kids = tree.children(path)
     out: dict[Output, Number] = {}
     if not kids:  # step 1: bonus token
-        for t, x in enumerate(p):
+        for t, x in enumerate(paced(p, deadline)):
             if x > 0:
                 out[(t,)] = x
         return out
@@ -106,17 +112,17 @@ def _node_law(inst: Instance, tree: LabelledTree, path: SlotPath, prefix: Prefix
     for step in steps_at(inst, prefix, kids):
         a = _acceptance(w, step, one)
         if a > 0:
-            sub = _node_law(inst, tree, path + (step.slot,), prefix + (step.token,))
-            for seq, pr in sub.items():
+            sub = yield _node_law(inst, tree, path + (step.slot,), prefix + (step.token,))
+            for seq, pr in paced(sub.items(), deadline):
                 key = (step.token,) + seq
                 out[key] = out.get(key, 0) + mass * a * pr
         mass = mass * (one - a)
         if not mass > 0:
             return out
-        w = _after_rejection(w, step)
+        w = _after_rejection(w, step, deadline)
         if w is None:
             return out
-    for t, x in enumerate(w):  # step 5: correction token
+    for t, x in enumerate(paced(w, deadline)):  # step 5: correction token
         if x > 0:
             out[(t,)] = out.get((t,), 0) + mass * x
     return out
@@ -154,7 +160,7 @@ def walk(inst: Instance, tree: LabelledTree, chooser: Chooser) -> tuple[Output, 
                 accepted.append(path)
                 moved = True
                 break
-            w = _after_rejection(w, step)
+            w = _after_rejection(w, step, inst.deadline)
             if w is None:  # rejection of a probability-1 acceptance: cannot happen exactly
                 raise ArithmeticError("rejected a step whose acceptance probability rounds to 1")
         if moved:

@@ -5,22 +5,40 @@ lengths, sums, m < K, exact temperatures, ...) is checked here. Every problem ra
 ``CaseError`` whose text names the field and what is expected, e.g.::
 
     draft[""]: must sum to exactly 1 in exact mode, sums to 11/10
+
+Limits (docs/spec.md §8): a case file holds at most ``MAX_CASE_BYTES`` bytes of UTF-8
+text, nests arrays and objects at most ``MAX_NESTING`` deep, and writes every number with
+at most ``MAX_DIGITS`` digits and an exponent below ``MAX_DIGITS``; ``depth`` is at most
+``MAX_DEPTH`` and an exact temperature 1/k has k <= ``MAX_POWER``. Reading and checking
+take an optional ``Deadline`` (``rheo exact --timeout``), checked after each number, so
+a huge vocabulary stops at the deadline while it is still being read.
 """
 
 from __future__ import annotations
 
 import json
+import numbers
+import re
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
+from typing import Any
 
 import jsonschema
 
-from rheo.reference.instance import Instance, check_law, make_instance
-from rheo.reference.numbers import CaseError, parse_exact
+from rheo.reference.deadline import Deadline, paced
+from rheo.reference.instance import Instance, Table, check_law
+from rheo.reference.numbers import CaseError, Law, parse_exact
 from rheo.reference.params import Params, parse_prefix
+
+MAX_CASE_BYTES = 64 * 2**20  # a case file, or a gate counterexample file holding one
+MAX_NESTING = 64  # arrays and objects inside each other; a case needs 3, a counterexample file 5
+MAX_DIGITS = 4300  # per number (Python's own limit for reading an integer from text)
+MAX_POWER = 1000  # exact temperature T = 1/k, k <= MAX_POWER: p^k has k times the digits of p
+MAX_DEPTH = 1_000_000  # a cycle's output is continued to depth + 1 tokens
+TABLES = ("target", "draft")
+NUMBER_FIELDS = ("epsilon", "temperature", "target_top_p", "target_min_p")  # besides the tables and the proxy
 
 
 @lru_cache(maxsize=1)
@@ -43,6 +61,16 @@ def _field_name(path) -> str:
     return out or "(case)"
 
 
+def shown(value: Any, limit: int = 80) -> str:
+    """A JSON value as an error message shows it: its JSON text, cut to ``limit`` characters.
+
+    >>> shown([1, 2]), shown("x" * 100, limit=30)
+    ('[1, 2]', '"xxxxxxxxx... (102 characters)')
+    """
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
+
+
 def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     where = _field_name(err.absolute_path)
     v = err.validator
@@ -50,7 +78,8 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
         allowed = sorted(err.schema.get("properties", {}))
         extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
         name = f"{where}.{extra[0]}" if where != "(case)" and extra else (extra[0] if extra else where)
-        return CaseError(name, f"unknown key; allowed keys here: {', '.join(allowed)}")
+        also = f" (also unknown: {', '.join(extra[1:])})" if len(extra) > 1 else ""
+        return CaseError(name, f"unknown key{also}; allowed keys here: {', '.join(allowed)}")
     if v == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         name = missing[0] if where == "(case)" else f"{where}.{missing[0]}"
@@ -58,19 +87,17 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     if v == "enum":
         return CaseError(
             where,
-            f"must be one of {', '.join(json.dumps(x) for x in err.validator_value)}, "
-            f"got {json.dumps(err.instance, default=str)}",
+            f"must be one of {', '.join(json.dumps(x) for x in err.validator_value)}, got {shown(err.instance)}",
         )
     if v == "type":
-        want = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
-        return CaseError(where, f"must be of type {want}, got {json.dumps(err.instance, default=str)}")
+        return _type_error(where, err.validator_value, err.instance)
     if v == "minimum":
-        return CaseError(where, f"must be >= {err.validator_value}, got {err.instance}")
+        return CaseError(where, f"must be >= {err.validator_value}, got {shown(err.instance)}")
     if v == "propertyNames" or v == "pattern":
         return CaseError(
             where,
             'prefix keys are token ids joined by "," ("" for the root, "*" for the default), '
-            f"got {json.dumps(err.instance)}",
+            f"got {shown(err.instance)}",
         )
     if v == "minProperties":
         return CaseError(where, 'must list at least one prefix ("" for the root or "*")')
@@ -79,14 +106,135 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     return CaseError(where, err.message)
 
 
-def _check_prefix_key(key: str, n: int, field: str) -> None:
+def _type_error(where: str, want: str | list[str], value: Any) -> CaseError:
+    want = want if isinstance(want, str) else " or ".join(want)
+    return CaseError(where, f"must be of type {want}, got {shown(value)}")
+
+
+def _check_prefix_key(key: object, n: int, field: str) -> None:
+    if not isinstance(key, str):
+        spelled = ",".join(map(str, key)) if isinstance(key, tuple) else str(key)
+        raise CaseError(
+            field,
+            f'prefix keys are strings of token ids joined by "," ("" for the root, "*" for the default), '
+            f"got the {type(key).__name__} {shown(repr(key))[1:-1]}; write it as {json.dumps(spelled)}",
+        )
     if key != "*":
+        longest = max(len(t) for t in key.split(","))
+        if longest > 18:  # read no longer id (an int read from text costs its length squared)
+            raise CaseError(field, f'prefix "{key}" names a token id of {longest} digits, but vocab_size is {n}')
         for t in parse_prefix(key, field):
             if t >= n:
                 raise CaseError(field, f'prefix "{key}" names token {t}, but vocab_size is {n}')
 
 
-def _checked_tables(case: dict) -> dict:
+_DIGIT_RUN = re.compile(r"\d+")
+_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
+
+
+def check_number_size(value: object, field: str) -> None:
+    """At most MAX_DIGITS digits and an exponent below MAX_DIGITS, checked before a number
+    is read: reading a longer one takes time that grows with the square of its length.
+
+    >>> check_number_size("1e-99999", "epsilon")
+    Traceback (most recent call last):
+    ...
+    rheo.reference.numbers.CaseError: epsilon: has exponent -99999; a case file's numbers have exponents below 4300
+    """
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return  # refused when read (parse_exact)
+        t = value.as_tuple()
+        digits, exponent = len(t.digits), int(t.exponent)
+    elif isinstance(value, str):
+        if len(value) <= 64 and "e" not in value and "E" not in value:
+            return  # the common case, at once
+        digits = max((len(run) for run in _DIGIT_RUN.findall(value)), default=0)
+        found = _EXPONENT.search(value)
+        exponent = 0 if found is None else int(found.group(1)) if len(found.group(1)) <= MAX_DIGITS else MAX_DIGITS
+    else:
+        return
+    if digits > MAX_DIGITS:
+        start = str(value)[:12]
+        raise CaseError(
+            field, f"has a number with {digits} digits ({start}...); a case file's numbers have at most {MAX_DIGITS}"
+        )
+    if abs(exponent) >= MAX_DIGITS:
+        raise CaseError(field, f"has exponent {exponent}; a case file's numbers have exponents below {MAX_DIGITS}")
+
+
+def _is_json_number_or_string(x: object) -> bool:
+    """What the schema's "number" or "string" admits (a bool is neither)."""
+    return isinstance(x, str) or (isinstance(x, numbers.Number) and not isinstance(x, bool))
+
+
+def _law(vec: list, field: str, deadline: Deadline | None) -> list[Fraction]:
+    """One vector of a table, each entry checked as the schema would and read exactly
+    (an entry equal to an earlier one is read once: large vocabularies repeat a few values)."""
+    law = []
+    read: dict[tuple[type, object], Fraction] = {}
+    for i, v in enumerate(paced(vec, deadline, "reading the tables")):
+        key = (type(v), v) if type(v) in (str, int) or (type(v) is Decimal and v.is_finite()) else None
+        x = None if key is None else read.get(key)
+        if x is None:
+            where = f"{field}[{i}]"
+            if not _is_json_number_or_string(v):
+                raise _type_error(where, ["number", "string"], v)
+            check_number_size(v, where)
+            x = parse_exact(v, where)
+            if key is not None:
+                read[key] = x
+        law.append(x)
+    return law
+
+
+def _check_keys(case: dict) -> None:
+    """Object keys are strings (a Python dict may hold others)."""
+    for key in case:
+        if not isinstance(key, str):
+            raise CaseError("(case)", f"keys are strings, got the {type(key).__name__} {shown(key)}")
+    n = case.get("vocab_size")
+    n = n if isinstance(n, int) else 0
+    for name in TABLES:
+        if isinstance(case.get(name), dict):
+            for key in case[name]:
+                if not isinstance(key, str):
+                    _check_prefix_key(key, n, name)
+    proxy = case.get("proxy")
+    if isinstance(proxy, dict) and isinstance(proxy.get("per_prefix"), dict):
+        for key in proxy["per_prefix"]:
+            if not isinstance(key, str):
+                _check_prefix_key(key, n, "proxy.per_prefix")
+
+
+def _check_exact_temperature(case: dict) -> None:
+    """Exact arithmetic raises probabilities to the power k for T = 1/k: k <= MAX_POWER."""
+    if case.get("arithmetic", "exact") != "exact" or case.get("temperature") is None:
+        return
+    try:
+        t = parse_exact(case["temperature"], "temperature")
+    except CaseError:
+        return  # Params names the problem
+    if t > 0 and (1 / t).denominator == 1 and 1 / t > MAX_POWER:
+        raise CaseError(
+            "temperature",
+            f"exact arithmetic takes T = 1/k for k <= {MAX_POWER} (p^k has k times the digits of p), got "
+            f'T = 1/{(1 / t).numerator}; use T = 0 (the argmax) or "arithmetic": "float64"',
+        )
+
+
+def _skeleton(case: dict) -> dict:
+    """The case with every table vector emptied: the schema checks the structure, and
+    ``_law`` checks the entries (the same rule, with a deadline, at C-like cost)."""
+    out = dict(case)
+    for name in TABLES:
+        table = case.get(name)
+        if isinstance(table, dict):
+            out[name] = {k: ([] if isinstance(v, list) else v) for k, v in table.items()}
+    return out
+
+
+def _checked_tables(case: dict, deadline: Deadline | None = None) -> dict:
     """JSON Schema, then what only a case file has: every listed vector and prefix key.
     Returns the target and draft tables with their entries parsed to exact rationals.
 
@@ -94,32 +242,55 @@ def _checked_tables(case: dict) -> dict:
     by ``Params`` (rheo.reference.params), when it is built."""
     if not isinstance(case, dict):
         raise CaseError("(case)", "a case file holds one JSON object")
+    _check_keys(case)
     validator = jsonschema.Draft202012Validator(schema())
-    err = jsonschema.exceptions.best_match(validator.iter_errors(case), key=lambda e: -len(e.absolute_path))
+    err = jsonschema.exceptions.best_match(validator.iter_errors(_skeleton(case)), key=lambda e: -len(e.absolute_path))
     if err is not None:
         raise _schema_error(err)
+    for key in NUMBER_FIELDS:
+        check_number_size(case.get(key), key)
+    if case["depth"] > MAX_DEPTH:
+        raise CaseError("depth", f"must be <= {MAX_DEPTH}, got {case['depth']}")
+    _check_exact_temperature(case)
+    proxy = case.get("proxy")
+    if isinstance(proxy, dict):
+        check_number_size(proxy.get("constant"), "proxy.constant")
+        for key, value in proxy.get("per_prefix", {}).items():
+            check_number_size(value, f'proxy.per_prefix["{key}"]')
     n = case["vocab_size"]
     exact = case.get("arithmetic", "exact") == "exact"
     tables: dict = {"target": {}, "draft": {}}
-    for name in tables:
+    for name in TABLES:
         for key, vec in case[name].items():
             field = f'{name}["{key}"]'
             _check_prefix_key(key, n, field)
-            law = [parse_exact(v, f"{field}[{i}]") for i, v in enumerate(vec)]
-            check_law(law, n, exact, field)
+            law = _law(vec, field, deadline)
+            check_law(law, n, exact, field, deadline)
             tables[name][key] = law
-    proxy = case.get("proxy")
     if isinstance(proxy, dict) and "per_prefix" in proxy:
         for key in proxy["per_prefix"]:
             _check_prefix_key(key, n, f'proxy.per_prefix["{key}"]')
     return tables
 
 
-def load_case(case: dict) -> Instance:
-    """A case dict -> Instance; raises CaseError naming the first bad field."""
-    tables = _checked_tables(case)
+def _table(name: str, laws: dict[str, list[Fraction]], exact: bool, deadline: Deadline | None) -> Table:
+    """A checked table as the engine reads it: prefix tuples, "*" as the default."""
+    conv = (lambda law: tuple(law)) if exact else (lambda law: tuple(float(x) for x in paced(law, deadline)))
+    listed: dict[tuple[int, ...], Law] = {parse_prefix(k, name): conv(v) for k, v in laws.items() if k != "*"}
+    default = conv(laws["*"]) if "*" in laws else None
+    return Table(name, listed, default)
+
+
+def load_case(case: dict, deadline: Deadline | None = None) -> Instance:
+    """A case dict -> Instance; raises CaseError naming the first bad field.
+
+    ``deadline`` bounds the reading of the tables and becomes the instance's deadline
+    (``Instance.deadline``): the laws it builds later check it too."""
+    tables = _checked_tables(case, deadline)
     params = Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case})
-    return make_instance(case["vocab_size"], tables["target"], tables["draft"], params)
+    target = _table("target", tables["target"], params.exact, deadline)
+    draft = _table("draft", tables["draft"], params.exact, deadline)
+    return Instance(case["vocab_size"], target, draft, params, deadline)
 
 
 def validate_case(case: dict) -> None:
@@ -127,22 +298,102 @@ def validate_case(case: dict) -> None:
     load_case(case)
 
 
-def parse_case_text(text: str, source: str = "case") -> dict:
+class _Numbers:
+    """``json.loads`` hooks: every number read is size-checked (``check_number_size``) and
+    then the deadline is checked."""
+
+    def __init__(self, source: str, deadline: Deadline | None) -> None:
+        self.source, self.deadline, self.count = source, deadline, 0
+
+    def _tick(self) -> None:
+        self.count += 1
+        if self.deadline is not None:
+            self.deadline.check(self.count, "numbers read")
+
+    def decimal(self, text: str) -> Decimal:
+        self._tick()
+        check_number_size(text, self.source)  # at once unless long or with an exponent
+        return Decimal(text)
+
+    def integer(self, text: str) -> int:
+        self._tick()
+        if len(text) > MAX_DIGITS:
+            check_number_size(text, self.source)
+        return int(text)
+
+
+def nesting(value: Any) -> int:
+    """How deep arrays and objects nest in a JSON value (0 for a number or a string), found
+    without recursion.
+
+    >>> nesting({"target": {"*": [1, 2]}}), nesting([[[]]]), nesting("x")
+    (3, 3, 0)
+    """
+    deepest = 0
+    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING:
+            break  # deep enough to refuse
+        inner = list(item.values()) if isinstance(item, dict) else item
+        kinds = set(map(type, inner))
+        if list in kinds or dict in kinds:
+            stack.extend((x, depth + 1) for x in inner if isinstance(x, (list, dict)))
+    return deepest
+
+
+def parse_case_text(text: str, source: str = "case", deadline: Deadline | None = None) -> Any:
+    """The JSON value in ``text`` (numbers with a fraction part as Decimal, so that 0.1
+    means 1/10); CaseError naming ``source`` for invalid JSON, deep nesting or an
+    over-long number."""
+    hooks = _Numbers(source, deadline)
+    too_deep = CaseError(
+        source, f"nests JSON arrays and objects more than {MAX_NESTING} deep; a case file needs 3 levels"
+    )
     try:
-        return json.loads(text, parse_float=Decimal)
+        value = json.loads(text, parse_float=hooks.decimal, parse_int=hooks.integer)
     except json.JSONDecodeError as e:
         raise CaseError(source, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise too_deep from None
+    if nesting(value) > MAX_NESTING:
+        raise too_deep
+    return value
 
 
-def read_case(path) -> dict:
-    p = Path(path)
+def read_case(path, deadline: Deadline | None = None) -> Any:
+    """The JSON value in the file at ``path``: at most MAX_CASE_BYTES bytes of UTF-8 text
+    (at most that many bytes are read, whatever the file is)."""
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_CASE_BYTES + 1)
     except OSError as e:
         raise CaseError(str(path), f"cannot be read ({e.strerror}); give the path of a case JSON file") from None
+    if len(data) > MAX_CASE_BYTES:
+        raise CaseError(
+            str(path),
+            f"is larger than {MAX_CASE_BYTES // 2**20} MiB, the limit for a case file; "
+            'give the laws shared by many prefixes once, as the "*" default',
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CaseError(str(path), f"is not UTF-8 text (byte {e.start}); a case file is JSON in UTF-8") from None
-    return parse_case_text(text, str(path))
+    return parse_case_text(text, str(path), deadline)
+
+
+def case_of(document: Any) -> tuple[Any, str | None]:
+    """The case in a file: the document itself, or the ``"case"`` object of a gate
+    counterexample file (exact certification, decision equality, output law), with a
+    note that says so (None for a plain case)."""
+    if isinstance(document, dict) and isinstance(document.get("case"), dict):
+        check, impl = document.get("check"), document.get("implementation")
+        what = f"{shown(check)} check" if isinstance(check, str) else ""
+        what += f"{' of ' if what else ''}{shown(impl)}" if isinstance(impl, str) else ""
+        what = f" ({what})" if what else ""
+        return document["case"], f'certifying the reference on the "case" of a gate counterexample file{what}'
+    return document, None
 
 
 def to_json_number(x) -> str:

@@ -84,3 +84,56 @@ def test_schema_is_a_valid_json_schema_and_examples_validate():
 def test_invalid_json_is_reported_with_position():
     with pytest.raises(CaseError, match="line 1"):
         parse_case_text("{", "x.json")
+
+
+@pytest.mark.parametrize(
+    "case,field,words",
+    [
+        (bad(target={0: ["1/5", "1/2", "3/10"]}), "target", 'got the int 0; write it as "0"'),
+        (bad(draft={(0, 1): ["1/2", "3/10", "1/5"]}), "draft", 'got the tuple (0, 1); write it as "0,1"'),
+        (bad(proxy={"per_prefix": {0: "1/2"}}), "proxy.per_prefix", 'write it as "0"'),
+        ({**GOOD, 1: "x"}, "(case)", "keys are strings, got the int 1"),
+        (bad(target={"*": ["1/5", "1/2", None]}), 'target["*"][2]', "must be of type number or string, got null"),
+        (bad(target={"1" * 30: ["1/5", "1/2", "3/10"]}), 'target["' + "1" * 30 + '"]', "token id of 30 digits"),
+        (bad(epsilon="1e-999999999"), "epsilon", "has exponent -999999999"),
+        (bad(temperature="1" * 5000), "temperature", "has a number with 5000 digits"),
+        (bad(temperature="1/1001"), "temperature", "T = 1/k for k <= 1000"),
+        (bad(depth=10**30), "depth", "must be <= 1000000"),
+    ],
+)
+def test_keys_and_numbers_a_python_dict_can_hold_raise_case_errors(case, field, words):
+    """load_case on a Python dict: integer or tuple keys, over-long numbers (CaseError, never
+    AttributeError or an hours-long int conversion)."""
+    with pytest.raises(CaseError) as err:
+        load_case(case)
+    assert err.value.field == field, str(err.value)
+    assert words in err.value.message, str(err.value)
+
+
+def test_every_unknown_key_is_named():
+    with pytest.raises(CaseError) as err:
+        load_case(bad(colour="red", check="exact certification"))
+    assert err.value.field == "check" and err.value.message.startswith("unknown key (also unknown: colour); allowed")
+
+
+def test_exact_python_numbers_in_tables_are_read_as_before():
+    from fractions import Fraction as F
+
+    inst = load_case(bad(target={"*": [F(1, 5), F(1, 2), F(3, 10)]}))
+    assert inst.target_law(()) == (F(1, 5), F(1, 2), F(3, 10))
+
+
+def test_reading_is_capped_and_json_nesting_bounded(tmp_path):
+    from rheo.casefile import MAX_NESTING, case_of, nesting, read_case
+
+    (tmp_path / "c.json").write_text(json.dumps({"check": "decision equality", "case": GOOD}))
+    case, note = case_of(read_case(tmp_path / "c.json"))
+    assert case == GOOD and '"decision equality" check' in note
+    assert case_of(GOOD) == (GOOD, None)
+    assert nesting({"target": {"*": [1]}}) == 3
+    with pytest.raises(CaseError, match=f"more than {MAX_NESTING} deep"):
+        parse_case_text("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1), "x.json")
+    with pytest.raises(CaseError, match="has a number with 5000 digits"):
+        parse_case_text("[" + "1" * 5000 + "]", "x.json")
+    with pytest.raises(CaseError, match="has exponent 99999"):
+        parse_case_text("[1e99999]", "x.json")

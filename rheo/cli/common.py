@@ -7,13 +7,18 @@ error that argparse reports, before the options are read, prints only its stderr
 Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a finding
 (NOT lossless, a failed check, a missed benchmark target), 2 = bad input (one line on
 stderr naming the field), 3 = gave up at --timeout.
+
+Text that comes from the user (a case's name or description, a key, a path) can hold
+control characters; ``printable`` escapes them, and every error line goes through it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import unicodedata
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -39,9 +44,58 @@ def errors_as_json(on: bool) -> None:
     _JSON_ERRORS = bool(on)
 
 
+_ESCAPED = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # controls, format (bidi) marks, lone surrogates, line separators
+
+
+def printable(text: str) -> str:
+    r"""``text`` with control characters (ANSI escapes, NUL, newlines, bidi marks, lone
+    surrogates) written as Python escapes, so that it prints as one inert line.
+
+    >>> printable("red \x1b[31m\x00 ok\n")
+    'red \\x1b[31m\\x00 ok\\n'
+    """
+    if text.isprintable():
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED else c for c in text)
+
+
+_LONG_NUMBER = re.compile(r"\d{40,}")
+_LONG_IDS = re.compile(r"(?:\d+,){24,}\d+")
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` as one short terminal line: control characters escaped (``printable``),
+    digit runs of 40 or more shown by their first digits and their length, long lists of
+    token ids by their ends and their length, and the middle of what is still longer than
+    ``limit`` left out.
+
+    >>> one_line("sums to " + "7" * 5000 + "/3")
+    'sums to 777777777777... (5000 digits)/3'
+    """
+    total = len(text)
+    if total > 100_000:  # escape and scan at most this much (numbers keep their exact length up to 50,000 digits)
+        text = f"{text[:50_000]} ... {text[-50_000:]}"
+    text = printable(text)
+    text = _LONG_NUMBER.sub(lambda m: f"{m.group()[:12]}... ({len(m.group())} digits)", text)
+    text = _LONG_IDS.sub(lambda m: _ends_of(m.group()), text)
+    if len(text) > limit:
+        keep = limit - 40
+        text = f"{text[: keep * 2 // 3]} ... ({max(total, len(text))} characters) ... {text[-(keep // 3) :]}"
+    return text
+
+
+def _ends_of(ids: str) -> str:
+    parts = ids.split(",")
+    return f"{','.join(parts[:6])},...,{','.join(parts[-3:])} ({len(parts)} ids)"
+
+
 def fail(message: str, code: int = 2) -> int:
     """One error line on stderr (and under --json the JSON object ``{"error": message}`` on
-    stdout); returns the exit status (2: bad input, 3: gave up at --timeout)."""
+    stdout); returns the exit status (2: bad input, 3: gave up at --timeout). Control
+    characters in the message are escaped (``printable``)."""
+    if len(message) > 100_000:  # escape what can be shown, not megabytes
+        message = f"{message[:50_000]} ... ({len(message)} characters) ... {message[-50_000:]}"
+    message = printable(message)
     print(f"rheo: error: {message}", file=sys.stderr)
     if _JSON_ERRORS:
         emit(json.dumps({"error": message}))

@@ -4,10 +4,15 @@ readable report or one JSON object."""
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from rheo.casefile import builtin_examples, load_case, read_case
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
+from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, printable, progress
 from rheo.reference import CaseError, Deadline, Timeout, certify
 from rheo.reference.certify import Report
 from rheo.reference.numbers import fmt_number
@@ -26,13 +31,17 @@ case file format (docs/spec.md §8) - one JSON object:
             and m (0 <= m <= K-1) when policy is rheo
   optional: beam (default K), proxy ("rheo" | "self" | {"constant": "1/4"} |
             {"per_prefix": {"": "1/2", "*": "1/3"}}), epsilon ("0"), tie_break ("slot" |
-            "token"), temperature ("1"; exact mode needs 0 or 1/k), draft_top_k (null),
-            verify ("rheo" | "sample_last" | "class_law"), draft_law ("sampled" | "dense" |
-            "untempered"), arithmetic ("exact" | "float64"), target_top_k, target_top_p,
-            target_min_p, and name / description / expected (ignored by the engine)
+            "token"), temperature ("1"; exact mode needs 0 or 1/k, k <= 1000),
+            draft_top_k (null), verify ("rheo" | "sample_last" | "class_law"), draft_law
+            ("sampled" | "dense" | "untempered"), arithmetic ("exact" | "float64"),
+            target_top_k, target_top_p, target_min_p, and name / description / expected
+            (ignored by the engine)
   probabilities: "3/10", "0.3" or 0.3 (a JSON number is read as the decimal it prints);
   every vector has vocab_size entries summing to 1 (exactly, in exact mode)
 """
+
+DEFAULT_TIMEOUT = 300.0  # seconds; --timeout 0 = no limit
+DEFAULT_COUNT_TIMEOUT = 30.0  # seconds; --count-timeout 0 = do not count joint draws
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +54,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "exactly, and compare the continued output law with the target law p_T on\n"
         "every sequence of length depth+1 (docs/spec.md §5 and §8).\n\n" + CASE_FORMAT,
         epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
+        f"limits: --timeout {DEFAULT_TIMEOUT:g} s unless given (0 = no limit), checked in every phase:\n"
+        "reading, building the laws, enumerating, certifying. A case file holds at most\n"
+        f"{MAX_CASE_BYTES // 2**20} MiB of UTF-8 JSON, nested at most {MAX_NESTING} deep, numbers of at most "
+        f"{MAX_DIGITS} digits.\n"
+        'A gate counterexample file (one with a "case" object) is read as its case.\n\n'
         "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
         "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
         'enumerator, arithmetic, first_token_law, cycle_law ("0 2" -> probability), case, and\n'
@@ -61,52 +75,126 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ex.add_argument(
         "--enumerator",
         choices=("classes", "naive"),
-        default="classes",
+        default=None,
         help="equivalence classes (default, fast) or every joint draw (the naive check)",
     )
-    ex.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long (exit 3)")
+    ex.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"give up after this long, exit 3 (default {DEFAULT_TIMEOUT:g}; 0 = no limit)",
+    )
     ex.add_argument(
         "--count-timeout",
         type=float,
-        default=30.0,
+        default=None,
         metavar="SECONDS",
-        help="time cap for counting joint draws (reported as null past it; default 30)",
+        help="time cap for counting joint draws with the class enumerator (reported as null past it; "
+        f"default {DEFAULT_COUNT_TIMEOUT:g}; 0 = do not count; never past --timeout)",
     )
     add_json_flag(ex)
 
 
+def flag_problem(args) -> str | None:
+    """The first flag that is out of range or would be ignored, as an error line."""
+    for flag, value, zero in (
+        ("--timeout", args.timeout, "0 for no limit"),
+        ("--count-timeout", args.count_timeout, "0 to skip counting"),
+    ):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            return f"{flag}: must be a number of seconds > 0, or {zero}; got {value:g}"
+    if args.list_examples:
+        given = {
+            "CASE.json": args.case,
+            "--example": args.example,
+            "--enumerator": args.enumerator,
+            "--timeout": args.timeout is not None,
+            "--count-timeout": args.count_timeout is not None,
+        }
+        ignored = [name for name, value in given.items() if value]
+        if ignored:
+            return f"--list-examples: lists the built-in examples and reads nothing else; drop {', '.join(ignored)}"
+    if args.case and args.example:
+        return "give either CASE.json or --example NAME, not both"
+    if args.enumerator == "naive" and args.count_timeout is not None:
+        return (
+            "--count-timeout: the naive enumerator counts each joint draw as it enumerates it (no separate count "
+            "to cap); drop --count-timeout or use --enumerator classes"
+        )
+    return None
+
+
+@contextmanager
+def exact_digits() -> Iterator[None]:
+    """Exact results can be rationals longer than the 4300 digits Python prints by default;
+    lift that limit while ``rheo exact`` runs. A case file's own numbers are held to
+    ``MAX_DIGITS`` before they are read (rheo.casefile), so no long text is parsed."""
+    get, set_ = getattr(sys, "get_int_max_str_digits", None), getattr(sys, "set_int_max_str_digits", None)
+    if get is None or set_ is None:  # a Python without the limit
+        yield
+        return
+    before = get()
+    set_(0)
+    try:
+        yield
+    finally:
+        set_(before)
+
+
 def cmd_exact(args) -> int:
+    problem = flag_problem(args)
+    if problem is not None:
+        return fail(problem)
     examples = builtin_examples()
     if args.list_examples:
         if args.json:
             emit(json.dumps({name: case.get("description", "") for name, case in examples.items()}))
         else:
-            emit("\n".join(f"{name:<16} {case.get('description', '')}" for name, case in examples.items()))
+            lines = (f"{name:<16} {case.get('description', '')}" for name, case in examples.items())
+            emit("\n".join(printable(line) for line in lines))
         return 0
-    if args.case and args.example:
-        return fail("give either CASE.json or --example NAME, not both")
-    try:
-        if args.case:
-            case, source = read_case(args.case), args.case
+    timeout = DEFAULT_TIMEOUT if args.timeout is None else (args.timeout or None)
+    count_timeout = DEFAULT_COUNT_TIMEOUT if args.count_timeout is None else args.count_timeout
+    deadline = Deadline(timeout, progress=progress)  # from here on, every phase checks it
+    with exact_digits():
+        try:
+            if args.case:
+                case, note = case_of(read_case(args.case, deadline))
+                source = args.case
+                if note is not None:
+                    progress(printable(f"rheo exact: {note}"))
+            else:
+                name = args.example or "abc"
+                if name not in examples:
+                    return fail(f"--example: no built-in example {name!r}; choose one of {', '.join(examples)}")
+                case, source = examples[name], f"built-in example {name}"
+            inst = load_case(case, deadline)
+            report = certify(
+                inst,
+                args.enumerator or "classes",
+                deadline,
+                count_draws=count_timeout > 0,
+                count_seconds=count_timeout or None,
+            )
+            add_single_layer_facts(report)
+        except CaseError as e:
+            return fail(one_line(str(e)))
+        except Timeout as e:
+            return fail(f"--timeout: {e}; raise --timeout (0 = no limit) or shrink the case", 3)
+        except ZeroDivisionError:
+            if case.get("arithmetic") != "float64":
+                raise  # exact laws sum to 1: not an input problem
+            return fail(
+                f"temperature: in float64, p^(1/T) underflows to 0 for every token of a law at T = "
+                f"{one_line(str(case.get('temperature')), 40)}; use a larger T, T = 0 (the argmax) or exact arithmetic"
+            )
+        if args.json:
+            out = report.to_json()
+            out["case"] = case.get("name") or source
+            emit(json.dumps(out))
         else:
-            name = args.example or "abc"
-            if name not in examples:
-                return fail(f"--example: no built-in example {name!r}; choose one of {', '.join(examples)}")
-            case, source = examples[name], f"built-in example {name}"
-        inst = load_case(case)
-        deadline = Deadline(args.timeout, progress=progress)
-        report = certify(inst, args.enumerator, deadline, count_seconds=args.count_timeout)
-        add_single_layer_facts(report)
-    except CaseError as e:
-        return fail(str(e))
-    except Timeout as e:
-        return fail(f"--timeout: {e}; raise --timeout or shrink the case", 3)
-    if args.json:
-        out = report.to_json()
-        out["case"] = case.get("name") or source
-        emit(json.dumps(out))
-    else:
-        emit(render(report, case, source))
+            emit(render(report, case, source))
     return 0 if report.lossless else 1
 
 
@@ -130,13 +218,16 @@ def add_single_layer_facts(report: Report) -> None:
         report.extras["root_optimum"] = fmt_number(per_node_optimum_exact(inst.target_law(()), sets), ex)
 
 
+FIRST_TOKENS_SHOWN = 20  # the report's first-token table lists every token up to 32, else the 20 most likely
+
+
 def render(report: Report, case: dict, source: str) -> str:
     j = report.to_json()
     inst, c = report.inst, report.inst.config
     lines = []
     name = case.get("name") or source
     desc = f" - {case['description']}" if case.get("description") else ""
-    lines.append(f"case: {name}{desc}")
+    lines.append(one_line(f"case: {name}{desc}", 300))
     params = f"policy={c.policy} K={c.K}" + (f" m={c.m}" if c.policy == "rheo" else "")
     params += f" depth={c.depth} budget={c.budget} beam={c.B} T={c.temperature}"
     if c.draft_top_k is not None:
@@ -176,8 +267,13 @@ def render(report: Report, case: dict, source: str) -> str:
         )
     lines.append("first token:   token  cycle law      target p_T")
     target = inst.target_law(())
-    for t in range(inst.n):
+    tokens = list(range(inst.n))
+    if inst.n > 32:
+        tokens = heapq.nsmallest(FIRST_TOKENS_SHOWN, range(inst.n), key=lambda t: (-target[t], t))
+    for t in tokens:
         lines.append(f"               {t:<6} {str(j['first_token_law'][t]):<14} {fmt_number(target[t], inst.exact)}")
+    if len(tokens) < inst.n:
+        lines.append(f"               (the {len(tokens)} most likely of {inst.n} tokens; --json lists them all)")
     items = sorted(report.cycle.law.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = items[:12]
     lines.append(f"cycle law ({len(items)} outputs{', most likely 12' if len(items) > 12 else ''}):")
