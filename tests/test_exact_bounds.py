@@ -58,12 +58,10 @@ def write(tmp_path, case, name="case.json"):
 # 1. the time limits ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "flag,value", [("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"), ("--count-timeout", "-5")]
-)
-def test_timeouts_must_be_finite_and_not_negative(flag, value):
-    line = one_error_line(rheo("exact", flag, value), 2)
-    assert f"{flag}: must be a number of seconds > 0" in line and value in line
+def test_timeouts_must_be_finite():
+    """(-1, nan and a negative --count-timeout: tests/test_hostile_input.py)"""
+    line = one_error_line(rheo("exact", "--timeout", "inf"), 2)
+    assert "--timeout: must be a number of seconds > 0" in line and "inf" in line
 
 
 def test_default_timeout_is_stated_in_help_and_zero_means_no_limit():
@@ -75,34 +73,6 @@ def test_default_timeout_is_stated_in_help_and_zero_means_no_limit():
 
 
 # 2. the deadline holds in every phase ------------------------------------------------------
-
-
-def huge_vocabulary_case(n=2_000_000):
-    """A vocabulary of two million tokens, three of them with mass, one "*" law per table."""
-    target, draft = [0] * n, [0] * n
-    target[:3], draft[:3] = ["1/2", "1/4", "1/4"], ["1/3", "1/3", "1/3"]
-    return {"vocab_size": n, "target": {"*": target}, "draft": {"*": draft}} | {
-        "policy": "rheo",
-        "K": 3,
-        "m": 1,
-        "depth": 2,
-        "budget": 4,
-    }
-
-
-def test_deadline_holds_on_a_two_million_token_vocabulary(tmp_path):
-    """--timeout 2 on V = 2,000,000 stops with exit 3 at most 2 s after the deadline (the
-    process start, imports included, measured by a run that does nothing)."""
-    path = write(tmp_path, huge_vocabulary_case(), "huge.json")
-    t0 = time.perf_counter()
-    assert rheo("exact", "--list-examples").returncode == 0
-    startup = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    r = rheo("exact", path, "--timeout", "2")
-    elapsed = time.perf_counter() - t0
-    line = one_error_line(r, 3)
-    assert "--timeout: gave up after 2 s" in line
-    assert elapsed < startup + 2 + 2, (elapsed, startup)
 
 
 def test_each_phase_checks_the_deadline():
@@ -159,32 +129,16 @@ def test_counting_joint_draws_stays_within_the_deadline():
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
-def test_a_link_to_dev_zero_is_not_read_forever(tmp_path):
-    link = tmp_path / "zero.json"
-    link.symlink_to("/dev/zero")
-    t0 = time.perf_counter()
-    line = one_error_line(rheo("exact", str(link)), 2)
-    assert f"{link}: is larger than {MAX_CASE_BYTES // 2**20} MiB" in line
-    assert time.perf_counter() - t0 < 60
-
-
 def test_a_file_over_the_cap_is_refused(tmp_path):
     path = tmp_path / "big.json"
     path.write_bytes(b" " * (MAX_CASE_BYTES + 1))
     assert "is larger than 64 MiB, the limit for a case file" in one_error_line(rheo("exact", str(path)), 2)
 
 
-def test_a_file_that_is_not_utf8_names_the_byte(tmp_path):
-    path = tmp_path / "latin1.json"
-    path.write_bytes(b'{"name": "caf\xe9"}')
-    line = one_error_line(rheo("exact", str(path)), 2)
-    assert "is not UTF-8 text (byte 13)" in line
-
-
 # 4. JSON nesting ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["[" * 200_000, "[" * 100 + "]" * 100], ids=["200000-open", "100-deep"])
+@pytest.mark.parametrize("text", ["[" * 100 + "]" * 100], ids=["100-deep"])  # 200,000 open: test_hostile_input
 def test_deep_json_nesting_is_one_line(tmp_path, text):
     line = one_error_line(rheo("exact", write(tmp_path, text)), 2)
     assert "nests JSON arrays and objects more than 64 deep" in line
@@ -248,12 +202,6 @@ def test_unknown_keys_are_all_named(tmp_path):
 
 
 # 8. long numbers ---------------------------------------------------------------------------
-
-
-def test_a_five_thousand_digit_rational_gives_a_short_line(tmp_path):
-    long = "3" + "1" * 4999 + "/1" + "0" * 4999
-    line = one_error_line(rheo("exact", write(tmp_path, {**GOOD, "target": {"*": ["1/5", "1/2", long]}})), 2)
-    assert len(line) < 300 and 'target["*"][2]: has a number with 5000 digits (31111111111' in line
 
 
 def test_a_long_sum_is_shown_by_its_first_digits_and_length(tmp_path):

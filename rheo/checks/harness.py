@@ -212,7 +212,9 @@ def _import_module(spec: str, name: str):
 def _import_file(spec: str, file: str):
     """Import ``file`` from any directory: a file inside a package (folders with
     ``__init__.py``) by its dotted name from the package root (so its absolute imports of
-    siblings work), a loose file by path with its folder on sys.path."""
+    siblings work), a loose file by path with its folder on sys.path. The current directory
+    is importable too (as with ``python -m``), so an adapter file can import the project it
+    is run from."""
     path = Path(file).resolve()
     if not path.is_file():
         raise ImplLoadError(f"--impl {spec}: no such file {file}")
@@ -220,6 +222,8 @@ def _import_file(spec: str, file: str):
     while (root / "__init__.py").is_file():
         parts.insert(0, root.name)
         root = root.parent
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     name = ".".join(parts)

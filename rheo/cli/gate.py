@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 
+from rheo.casefile import read_case
 from rheo.checks.gate import gate_checks, gate_verdict, junit_xml, render, run_checks, summary
 from rheo.checks.impl_cases import read_case_dir
 from rheo.checks.outcome import PROFILES
@@ -25,7 +26,7 @@ from rheo.checks.worker import (
     run_impl_checks,
     run_replay,
 )
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, progress
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, progress
 from rheo.reference import CaseError
 
 
@@ -247,12 +248,12 @@ def cmd_gate(args) -> int:
 
 def _replay(args, limits: Limits) -> int:
     """--replay: check the file here, run the implementation on it in a supervised worker."""
-    if not Path(args.replay).is_file():
+    if not Path(args.replay).exists():
         return fail(f"--replay: no such file {args.replay!r}")
     try:
-        saved = json.loads(Path(args.replay).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        return fail(f"--replay: {args.replay} is not a JSON counterexample file ({e})")
+        saved = read_case(args.replay)  # capped in size and nesting, like a case file
+    except CaseError as e:
+        return fail(f"--replay: {args.replay} is not a JSON counterexample file ({one_line(e.message)})")
     if not isinstance(saved, dict) or saved.get("check") not in ("exact certification", "decision equality"):
         return fail(
             f"--replay: {args.replay} is not a decision-equality or exact-certification counterexample file "
