@@ -379,7 +379,9 @@ def read_case(path, deadline: Deadline | None = None) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CaseError(str(path), f"is not UTF-8 text (at byte offset {e.start}, counting from 0); a case file is JSON in UTF-8") from None
+        raise CaseError(
+            str(path), f"is not UTF-8 text (at byte offset {e.start}, counting from 0); a case file is JSON in UTF-8"
+        ) from None
     return parse_case_text(text, str(path), deadline)
 
 

@@ -194,6 +194,18 @@ def test_bench_fastpath_quick_json():
     assert "batch 16" in r.stderr  # progress on stderr
 
 
+def test_bench_gate_quick_json():
+    """The worker-overhead benchmark's contract fields; its verdicts in and out of the
+    worker must agree (the benchmark raises otherwise)."""
+    r = rheo("bench", "gate", "--quick", "--json")
+    assert r.returncode in (0, 1), r.stderr  # 1 = the per-call target missed, reported in the JSON
+    out = json.loads(r.stdout)
+    assert out["worker_overhead_per_call_us"] == out["per_call"]["overhead_us"]
+    assert out["per_call"]["with_hook_us"] > 0 and out["per_call"]["bare_us"] > 0
+    assert out["per_run"]["verdict"] == "pass" and out["per_run"]["in_worker_seconds"] > 0
+    assert "per run" in r.stderr  # progress on stderr
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [(["--vocab", "1"], "--vocab"), (["--repeats", "0"], "--repeats"), (["--device", "nonsense"], "--device")],

@@ -38,7 +38,7 @@ ALLOWED = {
         "rheo.testing",
         "rheo.integrations",
     },
-    "rheo.bench": {"rheo.bench", "rheo.reference", "rheo.fastpath", "rheo.testing", "rheo.integrations"},
+    "rheo.bench": {"rheo.bench", "rheo.reference", "rheo.fastpath", "rheo.testing", "rheo.integrations", "rheo.checks"},
     "rheo.cli": {
         "rheo.cli",
         "rheo",

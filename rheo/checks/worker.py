@@ -31,6 +31,7 @@ import signal
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,32 @@ def _tail(path: str) -> str:
 # ---- the worker's side ----
 
 
+def shared_watch(ctx: Any) -> tuple:
+    """The shared memory a worker writes its call in flight to: its start time (0: none),
+    the method and the case."""
+    return ctx.RawValue("d", 0.0), ctx.RawArray("c", 32), ctx.RawArray("c", 512)
+
+
+def call_hook(watch: tuple) -> Callable[[str, str, str], None]:
+    """The worker's ``harness.set_call_hook`` hook: it writes the call in flight to
+    ``watch`` (``shared_watch``). A pipe message per call would double the statistical
+    checks' time; these writes cost well under a microsecond (``rheo bench gate``)."""
+    started, method_buf, case_buf = watch
+    last = ["", ""]
+
+    def hook(event: str, method: str, case: str) -> None:
+        if event == "call":
+            if method != last[0]:
+                method_buf.value, last[0] = method.encode()[:31], method
+            if case != last[1]:
+                case_buf.value, last[1] = case.encode()[:511], case
+            started.value = time.monotonic()
+        else:
+            started.value = 0.0
+
+    return hook
+
+
 def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | None, watch: tuple) -> None:
     for fd, path in ((1, out_path), (2, err_path)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -100,21 +127,7 @@ def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | 
             pass
     os.chdir(job["cwd"])
 
-    started, method_buf, case_buf = watch
-    last = ["", ""]
-
-    def hook(event: str, method: str, case: str) -> None:
-        """The call in flight, in shared memory: a pipe message per call would double the
-        statistical checks' time; these writes cost well under a microsecond."""
-        if event == "call":
-            if method != last[0]:
-                method_buf.value, last[0] = method.encode()[:31], method
-            if case != last[1]:
-                case_buf.value, last[1] = case.encode()[:511], case
-            started.value = time.monotonic()
-        else:
-            started.value = 0.0
-
+    hook = call_hook(watch)
     try:
         impl = harness.load_implementation(job["spec"])
     except harness.ImplLoadError as e:
@@ -202,7 +215,7 @@ def _session(job: dict, limits: Limits, deadline: float | None, results: dict, p
     folder = tempfile.mkdtemp(prefix="rheo-worker-")
     out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
     # the call in flight: its start (time.monotonic, 0 = none), method and case, written by the worker
-    watch = (ctx.RawValue("d", 0.0), ctx.RawArray("c", 32), ctx.RawArray("c", 512))
+    watch = shared_watch(ctx)
     proc = ctx.Process(target=_child, args=(child, job, out_path, err_path, limits.memory_mb, watch), daemon=True)
     proc.start()
     child.close()

@@ -1,4 +1,4 @@
-"""``rheo bench exact`` and ``rheo bench fastpath``: each benchmark returns a dict
+"""``rheo bench exact``, ``rheo bench fastpath`` and ``rheo bench gate``: each benchmark returns a dict
 (``rheo.bench``) that this module prints as a table or as JSON. ``rheo bench tau`` is in
 ``rheo.cli.model``.
 
@@ -11,6 +11,7 @@ import argparse
 import json
 
 from rheo.bench.exact import run_bench_exact
+from rheo.bench.gate import run_bench_gate
 from rheo.checks.gate import INSTALL_TORCH
 from rheo.cli import model
 from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, fail, progress
@@ -69,6 +70,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)"
     )
     add_json_flag(bf)
+    bg = bsub.add_parser(
+        "gate",
+        formatter_class=fmt,
+        help="what the gate's supervised worker costs, per call and per run",
+        description="1. per call: a call into the implementation watched by the worker's hook (the call\n"
+        "   in flight written to shared memory) against an unwatched call, alternating rounds,\n"
+        "   medians (target: under 1 ms; --json key worker_overhead_per_call_us).\n"
+        "2. per run: one decision-equality check on examples.loop_impl run in the gate's process\n"
+        "   and in a supervised worker (the worker's start plus every call), with the same verdict.\n"
+        "exit status: 0 target met, 1 missed",
+        epilog="examples:\n  rheo bench gate --json\n  rheo bench gate --quick",
+    )
+    bg.add_argument("--quick", action="store_true", help="fewer calls and rounds, the smoke profile for the run")
+    add_json_flag(bg)
     return bsub
 
 
@@ -77,10 +92,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_exact(args)
     if args.bench_command == "fastpath":
         return cmd_bench_fastpath(args)
+    if args.bench_command == "gate":
+        return cmd_bench_gate(args)
     if args.bench_command == "tau":
         return model.cmd_bench_tau(args, emit)
     return fail(
-        "bench: choose a benchmark: `rheo bench exact`, `rheo bench fastpath` or `rheo bench tau` "
+        "bench: choose a benchmark: `rheo bench exact`, `rheo bench fastpath`, `rheo bench gate` or `rheo bench tau` "
         "(see rheo bench --help)"
     )
 
@@ -91,6 +108,33 @@ def cmd_bench_exact(args: argparse.Namespace) -> int:
     out = run_bench_exact(limit=args.limit, skip_search=args.skip_search, progress=progress)
     emit(json.dumps(out) if args.json else render_exact(out))
     return 0 if out["pass"] else 1
+
+
+def cmd_bench_gate(args: argparse.Namespace) -> int:
+    out = run_bench_gate(quick=args.quick, progress=progress)
+    emit(json.dumps(out) if args.json else render_gate(out))
+    return 0 if out["pass"] else 1
+
+
+def render_gate(out: dict) -> str:
+    """``rheo bench gate`` as a table."""
+    c, r = out["per_call"], out["per_run"]
+    mark = "met" if out["pass"] else "MISSED"
+    return "\n".join(
+        [
+            f"rheo bench gate  ({out['machine']['cpus']} cpus, Python {out['machine']['python']}; medians of "
+            "alternating rounds)",
+            f"  per call ({c['rounds']} rounds of {c['calls_per_round']} calls)",
+            f"    unwatched                         {c['bare_us']:>10.3f} us",
+            f"    watched by the worker's hook      {c['with_hook_us']:>10.3f} us",
+            f"    overhead per call                 {c['overhead_us']:>10.3f} us   target < "
+            f"{out['worker_overhead_per_call_target_us']:g} us: {mark}",
+            f"  per run ({r['check']}, profile {r['profile']}, verdict {r['verdict']})",
+            f"    in the gate's process             {r['in_process_seconds']:>10.2f} s",
+            f"    in a supervised worker            {r['in_worker_seconds']:>10.2f} s",
+            f"    overhead (start + calls)          {r['worker_overhead_seconds']:>10.2f} s",
+        ]
+    )
 
 
 def render_exact(out: dict) -> str:
