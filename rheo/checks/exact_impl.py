@@ -53,6 +53,7 @@ from rheo.checks.harness import (
     call_build_tree,
     call_verify,
     case_config,
+    describe,
     judged_instance,
     law_instance,
     protocol_config,
@@ -64,6 +65,7 @@ from rheo.checks.tracer import RunCap, Trace, Unsupported, below, enumerate_runs
 from rheo.reference import Uniforms, enumerate_choices
 from rheo.reference.certify import max_deviation
 from rheo.reference.instance import Instance
+from rheo.reference.params import Params
 from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
 from rheo.reference.verify import verification_law
@@ -472,19 +474,9 @@ def search_strategy(impl: Implementation, seed: int = 0):
     return st.one_of(cases_from_configs(small), cases_from_configs(small, dyadic_draft=True))
 
 
-def describe_case(c: dict) -> str:
-    """The configuration of a case in one line: every key that is set."""
-    parts = [f"V={c['vocab_size']}", f"policy {c['policy']}"]
-    if c["policy"] == "rheo":
-        parts.append(f"m={c.get('m', 0)}")
-    parts += [f"K={c['K']}", f"depth {c['depth']}", f"budget {c['budget']}"]
-    if c.get("beam") not in (None, c["K"]):
-        parts.append(f"beam {c['beam']}")
-    parts.append(f"T={c.get('temperature', '1')}")
-    for key in ("draft_top_k", "target_top_k", "target_top_p", "target_min_p"):
-        if c.get(key) is not None:
-            parts.append(f"{key} {c[key]}")
-    return ", ".join(parts)
+def describe_case(case: dict) -> str:
+    """The configuration of a case dict in one line: every key that is set (``harness.describe``)."""
+    return describe(case["vocab_size"], Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case}))
 
 
 def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dict[str, Any]:

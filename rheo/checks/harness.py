@@ -119,14 +119,35 @@ def set_call_hook(hook: Callable[[str, str, str], None] | None) -> None:
     _CALL_HOOK = hook
 
 
+def describe(vocab_size: int, c: Params) -> str:
+    """A case's configuration in one line, every key that is set: the case named in a
+    finding (``describe_instance``) and in an exact certificate (``exact_impl``).
+
+    >>> describe(3, Params.from_case({"policy": "rheo", "K": 3, "m": 1, "depth": 1, "budget": 2}))
+    'V=3, policy rheo, m=1, K=3, depth 1, budget 2, T=1'
+    """
+    parts = [f"V={vocab_size}", f"policy {c.policy}"] + ([f"m={c.m}"] if c.policy == "rheo" else [])
+    parts += [f"K={c.K}", f"depth {c.depth}", f"budget {c.budget}"]
+    if c.beam not in (None, c.K):
+        parts.append(f"beam {c.beam}")
+    parts.append(f"T={c.temperature}")
+    f = c.target_filters
+    for key, value in (
+        ("draft_top_k", c.draft_top_k),
+        ("target_top_k", f.top_k),
+        ("target_top_p", f.top_p),
+        ("target_min_p", f.min_p),
+    ):
+        if value is not None:
+            parts.append(f"{key} {value}")
+    return ", ".join(parts)
+
+
 def describe_instance(inst: Instance) -> str:
-    """The case a call is made on, in one line (cached on the instance)."""
+    """The case a call is made on, in one line (``describe``, cached on the instance)."""
     desc = inst.__dict__.get("_rheo_description")
     if desc is None:
-        c = inst.config
-        parts = [f"V={inst.n}", f"policy {c.policy}"] + ([f"m={c.m}"] if c.policy == "rheo" else [])
-        parts += [f"K={c.K}", f"depth {c.depth}", f"budget {c.budget}", f"T={c.temperature}"]
-        desc = inst.__dict__["_rheo_description"] = ", ".join(parts)
+        desc = inst.__dict__["_rheo_description"] = describe(inst.n, inst.config)
     return desc
 
 
