@@ -8,6 +8,7 @@ returns (a fuzz of shapes, dtypes, NaN, huge ints, strings) is read or refused w
 one-line finding, never converted and never a crash."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -553,3 +554,59 @@ def test_any_returned_result_is_read_or_refused_as_a_finding(result):
         _read_result(result, tree, 4)
     except BadOutput as e:
         assert "\n" not in str(e)
+
+
+class WholeCycle:
+    """A chain of transformers_style's as one whole cycle (the protocol's ``cycle``): its
+    own tree builder, then its verifier on the target rows of the chain's paths."""
+
+    def __init__(self, chain) -> None:
+        self.inner = chain
+        self.supports = chain.supports
+        self.sampler_law = chain.sampler_law
+
+    def cycle(self, draft_logits, target_logits, config, temperature):
+        tree = self.inner.build_tree(draft_logits, config, temperature, None)
+        tokens = np.asarray(tree["tokens"]).tolist()
+        paths = [()] + [tuple(tokens[: i + 1]) for i in range(len(tokens))]  # the root, then each node
+        result = self.inner.verify(tree, target_logits(paths), config, temperature, {})
+        return result["tokens"]
+
+
+def test_whole_cycles_are_judged_exactly_and_in_law():
+    """An implementation that has only ``cycle`` (draft, verify, emit in one call, its own
+    randomness) is certified exactly and sampled; a lossy one is caught both ways."""
+    from examples.transformers_style import EarlyStopChain, GreedyDraftChain
+    from rheo.checks.exact_impl import certify_implementation
+    from rheo.checks.gate import impl_checks
+
+    good = Implementation(WholeCycle(EarlyStopChain()), "good")
+    bad = Implementation(WholeCycle(GreedyDraftChain()), "bad")
+    assert good.runs_cycles and not good.follows_uniforms and good.provides() == "whole cycles"
+    assert [c.name for c in impl_checks(good)] == [
+        "impl: exact certification (whole cycles)",
+        "impl: output law (whole cycles)",
+    ]
+    case = {**TIED, "K": 1, "depth": 2, "budget": 2, "target_top_k": None, "draft": {"*": ["1/2", "1/4", "1/4"]}}
+    assert certify_implementation(good, case).verdict == "lossless"
+    cert = certify_implementation(bad, case)
+    assert cert.verdict == "not lossless" and cert.deviation > 0.01, cert.detail
+    assert check_output_law(good, 2000, level="smoke").passed
+    assert not check_output_law(bad, 4000, level="smoke").passed
+
+
+@pytest.mark.parametrize(
+    "tokens, needle",
+    [([], "must hold 1 to depth + 1"), ([0, 1, 2, 0], "must hold 1 to depth + 1"), ([7], "outside the vocabulary"),
+     ([0.5], "must hold integers")],
+)  # fmt: skip
+def test_a_whole_cycle_that_emits_a_malformed_answer_is_a_finding(tokens, needle):
+    from rheo.checks.harness import call_cycle, law_instance
+
+    class Emits:
+        def cycle(self, *_):
+            return tokens
+
+    inst = law_instance({**TIED, "K": 1, "depth": 2, "budget": 2})
+    with pytest.raises(BadOutput, match=re.escape(needle)):
+        call_cycle(Implementation(Emits(), "e"), inst)

@@ -51,6 +51,7 @@ from rheo.checks.harness import (
     BadOutput,
     Implementation,
     call_build_tree,
+    call_cycle,
     call_verify,
     case_config,
     describe,
@@ -391,6 +392,32 @@ def _walk_law(
     return law, backend, bits
 
 
+def _cycle_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: _Counter, rng
+) -> tuple[dict, dict, int]:
+    """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
+    backend law beside it, and the lowest precision compared: every run of its intercepted
+    draws, as for a verifier with its own randomness."""
+    law: dict[tuple, float] = defaultdict(float)
+    backend: dict[tuple, float] = defaultdict(float)
+    seen: dict[tuple, tuple] = {}
+    runs = [0]
+    bits = 53
+    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, counter.cap - counter.runs, runs, (impl.obj,)):
+        law[leaf.result] += leaf.prob
+        backend[leaf.result] += leaf.prob_backend
+        seen[leaf.script] = leaf.result
+        bits = min(bits, leaf.bits)
+    counter.runs += runs[0]
+    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, int(rng.integers(2**31)), PROBES, (impl.obj,)):
+        if seen.get(script) != out:
+            raise Unsupported(
+                "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
+                f"this check does not intercept ({ESCAPES})"
+            )
+    return law, backend, bits
+
+
 def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0) -> Certificate:
     """The implementation's exact output law on ``case`` and its deviation from the target
     (docs/spec.md §5)."""
@@ -404,9 +431,11 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
     counter = _Counter(max_runs)
     rng = np.random.default_rng(seed)
     try:
-        trees, bits = _tree_law(impl, inst, roots, counter, rng)
+        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng)
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
+        if impl.runs_cycles:
+            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng)
         probes = max(2, PROBES // max(1, len(trees)))
         for w_tree, tree, w_backend in trees.values():
             walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)

@@ -28,6 +28,17 @@ the vocabulary size, ``R`` the number of kept draft nodes, ``D`` the depth, ``K`
     result:        dict: tokens (emitted: accepted tokens then the bonus/correction token)
                    and accepted (the accepted node indices, root to leaf)
 
+Or, for an implementation that runs whole cycles with its own randomness (an engine's
+``generate`` loop, where drafting and verification cannot be called apart):
+
+``cycle(draft_logits, target_logits, config, temperature) -> tokens``
+    draft_logits, target_logits: functions ``paths -> [len(paths), V]`` float64 arrays, the
+                  untruncated, untempered logits at token paths from the cycle root
+    tokens:       the emitted tokens (accepted drafts then the bonus/correction token),
+                  1 to D+1 integer ids, as a sequence or a dict with "tokens"
+    An implementation with ``cycle`` is judged on its cycles only: exact certification
+    (its draws followed) and the output law; ``build_tree`` and ``verify`` are not called.
+
 Optional:
 - ``supports(config) -> bool``: configurations it does not implement (config as above,
   temperature included) are not drawn, and counted. ``build_tree`` or ``verify`` raising
@@ -186,8 +197,13 @@ class Implementation:
         return callable(getattr(self.obj, "verify", None))
 
     @property
+    def runs_cycles(self) -> bool:
+        """It has ``cycle``: whole cycles (draft, verify, emit) with its own randomness."""
+        return callable(getattr(self.obj, "cycle", None))
+
+    @property
     def follows_uniforms(self) -> bool:
-        return bool(getattr(self.obj, "follows_uniforms", True))
+        return not self.runs_cycles and bool(getattr(self.obj, "follows_uniforms", True))
 
     @property
     def implements_spec(self) -> bool:
@@ -209,6 +225,8 @@ class Implementation:
             return False
 
     def provides(self) -> str:
+        if self.runs_cycles:
+            return "whole cycles"
         return " and ".join(p for p, ok in (("tree builder", self.builds_trees), ("verifier", self.verifies)) if ok)
 
 
@@ -310,9 +328,9 @@ def load_implementation(spec: str) -> Implementation:
                 f"--impl {spec}: constructing {attr} raised {type(e).__name__}: {_one_line(e)}"
             ) from None
     impl = Implementation(obj, spec)
-    if not (impl.builds_trees or impl.verifies):
+    if not (impl.builds_trees or impl.verifies or impl.runs_cycles):
         raise ImplLoadError(
-            f"--impl: {spec} has neither build_tree nor verify (see docs/gate.md, "
+            f"--impl: {spec} has neither build_tree, verify nor cycle (see docs/gate.md, "
             '"Checking another implementation", for the protocol)'
         )
     return impl
@@ -355,6 +373,15 @@ def draft_logits_fn(inst: Instance):
 def target_logits(inst: Instance, paths: list) -> np.ndarray:
     """[len(paths)+1, V]: the root, then each node's token path."""
     return np.stack([_logits(inst.target(()))] + [_logits(inst.target(tuple(p))) for p in paths])
+
+
+def target_logits_fn(inst: Instance):
+    """paths -> [len(paths), V] target logits (the table's law, untempered, unfiltered)."""
+
+    def target_logits(paths):
+        return np.stack([_logits(inst.target(tuple(int(t) for t in p))) for p in paths])
+
+    return target_logits
 
 
 def protocol_uniforms(u: Uniforms) -> dict:
@@ -589,6 +616,28 @@ def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Unif
     return _read_result(res, tree, inst.n)
 
 
+def call_cycle(impl: Implementation, inst: Instance) -> tuple:
+    """The tokens one whole cycle of the implementation emits (``cycle``), checked: integer
+    ids in the vocabulary, 1 to D+1 of them."""
+    res = _watched(
+        "cycle",
+        inst,
+        impl.obj.cycle,
+        draft_logits_fn(inst),
+        target_logits_fn(inst),
+        protocol_config(inst),
+        inst.config.temperature.value,
+    )
+    tokens = tuple(_int_column(_field(res, "tokens") if isinstance(res, dict) else res, "tokens"))
+    L = inst.seq_len
+    if not 1 <= len(tokens) <= L:
+        raise BadOutput(f"tokens: {_short(list(tokens))} must hold 1 to depth + 1 = {L} tokens, got {len(tokens)}")
+    for t in tokens:
+        if not 0 <= t < inst.n:
+            raise BadOutput(f"tokens: {t} is outside the vocabulary 0..{inst.n - 1}")
+    return tokens
+
+
 @dataclass
 class Comparison:
     """One example: the verdict and, for the counterexample file, both sides' answers."""
@@ -668,6 +717,8 @@ def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tupl
     does not provide). ``inst`` may be a ``judged_instance``: the reference's verifier then
     targets the implementation's sampler law. NotImplementedError passes through; a crash
     or a malformed answer raises BadOutput naming the entry point."""
+    if impl.runs_cycles:
+        return _guarded("cycle", call_cycle, impl, inst)
     if impl.builds_trees:
         got = _guarded("build_tree", call_build_tree, impl, inst, uniforms)
     else:
