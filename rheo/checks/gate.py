@@ -413,8 +413,39 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         cases = impl_matrix(profile.matrix) + extra
         return check_exact(impl, cases, profile.impl_exact_search, _seed(profile), progress=progress)
 
+    def output_law_batched(profile: Profile, progress) -> Outcome:
+        from rheo.checks.batched import check_output_law_batched  # needs torch
+
+        return check_output_law_batched(
+            impl, profile.impl_batched_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+        )
+
+    def large_vocabulary(profile: Profile, progress) -> Outcome:
+        from rheo.checks.batched import check_large_vocabulary  # needs torch
+
+        return check_large_vocabulary(impl, profile.impl_large_vocab_cycles, FAMILY_ALPHA, progress=progress)
+
     what, stem = impl.provides(), _slug(impl.name)
     checks = []
+    if impl.batched:
+        checks += [
+            Check(
+                f"impl: output law, batched ({what})",
+                "implementation",
+                output_law_batched,
+                needs_torch=True,
+                file_stem=f"{stem}-output-law-batched",
+            ),
+            Check(
+                f"impl: large vocabulary, batched ({what})",
+                "implementation",
+                large_vocabulary,
+                needs_torch=True,
+                file_stem=f"{stem}-large-vocabulary",
+            ),
+        ]
+    if not impl.per_request:
+        return checks
     if impl.follows_uniforms:
         checks.append(
             Check(

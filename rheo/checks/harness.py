@@ -197,6 +197,17 @@ class Implementation:
         return callable(getattr(self.obj, "verify", None))
 
     @property
+    def batched(self) -> bool:
+        """It has ``build_tree_batch`` or ``verify_batch`` (the batched torch protocol,
+        rheo.checks.batched)."""
+        return any(callable(getattr(self.obj, m, None)) for m in ("build_tree_batch", "verify_batch"))
+
+    @property
+    def per_request(self) -> bool:
+        """It has a per-request entry point: ``build_tree``, ``verify`` or ``cycle``."""
+        return self.builds_trees or self.verifies or self.runs_cycles
+
+    @property
     def runs_cycles(self) -> bool:
         """It has ``cycle``: whole cycles (draft, verify, emit) with its own randomness."""
         return callable(getattr(self.obj, "cycle", None))
@@ -227,7 +238,13 @@ class Implementation:
     def provides(self) -> str:
         if self.runs_cycles:
             return "whole cycles"
-        return " and ".join(p for p, ok in (("tree builder", self.builds_trees), ("verifier", self.verifies)) if ok)
+        parts = (("tree builder", self.builds_trees), ("verifier", self.verifies))
+        if not (self.builds_trees or self.verifies):
+            parts = (
+                ("batched tree builder", callable(getattr(self.obj, "build_tree_batch", None))),
+                ("batched verifier", callable(getattr(self.obj, "verify_batch", None))),
+            )
+        return " and ".join(p for p, ok in parts if ok)
 
 
 def _one_line(e: BaseException) -> str:
@@ -328,9 +345,9 @@ def load_implementation(spec: str) -> Implementation:
                 f"--impl {spec}: constructing {attr} raised {type(e).__name__}: {_one_line(e)}"
             ) from None
     impl = Implementation(obj, spec)
-    if not (impl.builds_trees or impl.verifies or impl.runs_cycles):
+    if not (impl.per_request or impl.batched):
         raise ImplLoadError(
-            f"--impl: {spec} has neither build_tree, verify nor cycle (see docs/gate.md, "
+            f"--impl: {spec} has none of build_tree, verify, cycle, build_tree_batch, verify_batch (see docs/gate.md, "
             '"Checking another implementation", for the protocol)'
         )
     return impl

@@ -29,11 +29,24 @@ class Profile:
     real_later: int = 0  # real model (b): samples of the 12th token per policy and side
     impl_min_compared: int = 1  # decision equality fails with fewer compared cases: nothing is proven
     impl_exact_search: int = 0  # exact certification: small cases Hypothesis searches after the matrix
+    impl_batched_cycles: int = 0  # batched protocol: output-law cycles per case (rheo gate --cycles)
+    impl_large_vocab_cycles: int = 0  # batched protocol: cycles of the V = 32,000 first/second-token check
 
 
 PROFILES = {
     "quick": Profile(
-        "quick", "quick", 500, False, 500, 200_000, 300, 20_000, impl_min_compared=20, impl_exact_search=40
+        "quick",
+        "quick",
+        500,
+        False,
+        500,
+        200_000,
+        300,
+        20_000,
+        impl_min_compared=20,
+        impl_exact_search=40,
+        impl_batched_cycles=1_000_000,
+        impl_large_vocab_cycles=20_000,
     ),
     "deep": Profile(
         "deep",
@@ -48,9 +61,23 @@ PROFILES = {
         real_later=REAL_LATER,
         impl_min_compared=200,
         impl_exact_search=400,
+        impl_batched_cycles=10_000_000,
+        impl_large_vocab_cycles=500_000,
     ),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
-    "smoke": Profile("smoke", "smoke", 500, False, 20, 2_000, 10, 2_000, impl_min_compared=3),
+    "smoke": Profile(
+        "smoke",
+        "smoke",
+        500,
+        False,
+        20,
+        2_000,
+        10,
+        2_000,
+        impl_min_compared=3,
+        impl_batched_cycles=20_000,
+        impl_large_vocab_cycles=2_000,
+    ),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases
 
