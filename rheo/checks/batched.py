@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rheo.checks import parallel
 from rheo.checks.goodness_of_fit import gof
 from rheo.checks.harness import (
     STATISTICAL_MIN_CASES,
@@ -55,8 +56,11 @@ from rheo.checks.harness import (
     _one_line,
     _supported_cases,
     _watched,
+    implementation_of,
     judged_instance,
+    law_instance,
     sequence_law,
+    shipped,
 )
 from rheo.checks.impl_cases import output_law_cases
 from rheo.checks.outcome import Outcome
@@ -181,6 +185,11 @@ def output_counts(
     return counts
 
 
+def output_shard(ref: Implementation | str, case: dict, cycles: int, seed: int, batch: int = BATCH) -> Counter:
+    """One shard of the batched output-law check (a piece of work: rheo.checks.parallel)."""
+    return output_counts(implementation_of(ref), law_instance(case), cycles, seed, batch)
+
+
 def _count_outputs(counts: Counter, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
     """Add each output (the first ``lengths[i]`` tokens of row i) to ``counts``."""
     padded = tokens.clone()
@@ -254,8 +263,12 @@ def check_output_law_batched(
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
         t0 = time.perf_counter()
+        calls = [
+            (shipped(impl), case, n, parallel.shard_seed(seed, index[name], k), batch)
+            for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES_BATCHED))
+        ]
         try:
-            outputs = output_counts(impl, inst, cycles, seed * 1_000_003 + index[name], batch, progress, name)
+            outputs: Counter = sum(parallel.current().map(output_shard, calls), Counter())
         except NotImplementedError:
             unsupported.append(name)
             continue

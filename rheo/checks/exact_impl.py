@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from rheo.checks import parallel
 from rheo.checks.corpus import shrunk_search
 from rheo.checks.harness import (
     KIND_NAMES,
@@ -55,10 +56,12 @@ from rheo.checks.harness import (
     call_verify,
     case_config,
     describe,
+    implementation_of,
     judged_instance,
     law_instance,
     protocol_config,
     reference_tree,
+    shipped,
 )
 from rheo.checks.outcome import Outcome
 from rheo.checks.strategies import cases_from_configs, config_pool
@@ -521,6 +524,11 @@ def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dic
     }
 
 
+def exact_case(ref: Implementation | str, case: dict, max_runs: int) -> Certificate:
+    """One case of the exact-certification check (a piece of work: rheo.checks.parallel)."""
+    return certify_implementation(implementation_of(ref), case, max_runs)
+
+
 def check_exact(
     impl: Implementation,
     cases: list[dict],
@@ -531,12 +539,13 @@ def check_exact(
 ):
     """Certify the implementation exactly on ``cases``; then let Hypothesis search
     ``search_examples`` small cases for one it is not lossless on and shrink it."""
-    certs: list[Certificate] = []
-    for i, case in enumerate(cases, 1):
-        cert = certify_implementation(impl, case, max_runs)
-        certs.append(cert)
-        if progress and (cert.verdict not in ("lossless", "skipped") or i % 10 == 0 or i == len(cases)):
-            progress(f"  exact {i}/{len(cases)}: {cert.summary()}")
+    if progress:
+        progress(f"  exact: {len(cases)} cases ({parallel.current().description})")
+    certs: list[Certificate] = parallel.current().map(exact_case, [(shipped(impl), case, max_runs) for case in cases])
+    if progress:
+        for i, cert in enumerate(certs, 1):
+            if cert.verdict not in ("lossless", "skipped") or i % 10 == 0 or i == len(cases):
+                progress(f"  exact {i}/{len(cases)}: {cert.summary()}")
     done = [c for c in certs if c.verdict in ("lossless", "not lossless")]
     bad = [c for c in certs if c.verdict == "not lossless"]
     refused = [c for c in certs if c.verdict == "unsupported"]

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from rheo.casefile import load_case, read_case, to_json_number
+from rheo.checks import parallel
 from rheo.checks.corpus import CONTROLS, corpus_entry, lossy, shrunk_search
 from rheo.checks.exact_impl import check_exact
 from rheo.checks.harness import check_cycle_law, check_decisions, check_output_law
@@ -99,16 +100,22 @@ def matrix_cases(family: str, level: str) -> list[dict]:
     return out
 
 
+def matrix_instance(case: dict) -> tuple[bool, str, list[int]]:
+    """One exact-matrix instance certified (a piece of work: rheo.checks.parallel): lossless,
+    the deviation, the worst sequence."""
+    report = certify(load_case(case), count_draws=False)
+    return report.lossless, str(report.deviation.value), list(report.deviation.sequence)
+
+
 def exact_matrix_check(family: str) -> Check:
     def run(profile: Profile, progress) -> Outcome:
         cases = matrix_cases(family, profile.matrix)
-        for i, case in enumerate(cases):
-            report = certify(load_case(case), count_draws=False)
-            if not report.lossless:
+        verdicts = parallel.current().map(matrix_instance, [(case,) for case in cases])
+        for i, (case, (lossless, deviation, sequence)) in enumerate(zip(cases, verdicts)):
+            if not lossless:
                 return Outcome(
                     "fail",
-                    f"deviation {report.deviation.value} at sequence {list(report.deviation.sequence)} "
-                    f"on instance {i + 1} of {len(cases)}",
+                    f"deviation {deviation} at sequence {sequence} on instance {i + 1} of {len(cases)}",
                     {"name": f"gate-matrix-{family}", "description": "a lossless family that is NOT lossless", **case},
                     {"instances": len(cases)},
                 )

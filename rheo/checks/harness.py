@@ -97,6 +97,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rheo.casefile import load_case
+from rheo.checks import parallel
 from rheo.checks.corpus import shrunk_search
 from rheo.checks.decisions import MARGIN, RequestCheck, reference_cycle
 from rheo.checks.goodness_of_fit import GofResult, gof
@@ -306,6 +307,25 @@ def _import_file(spec: str, file: str):
         del sys.modules[name]
         raise
     return module
+
+
+_LOADED: dict[str, Implementation] = {}
+
+
+def implementation_of(ref: Implementation | str) -> Implementation:
+    """``ref`` itself, or the implementation named ``ref`` loaded once per process (a piece
+    of work run elsewhere, e.g. a Ray task, gets the name: rheo.checks.parallel)."""
+    if isinstance(ref, Implementation):
+        return ref
+    impl = _LOADED.get(ref)
+    if impl is None:
+        impl = _LOADED[ref] = load_implementation(ref)
+    return impl
+
+
+def shipped(impl: Implementation) -> Implementation | str:
+    """What a piece of work receives: the object when it runs here, its name elsewhere."""
+    return impl if isinstance(parallel.current(), parallel.Serial) else impl.name
 
 
 def load_implementation(spec: str) -> Implementation:
@@ -1072,6 +1092,14 @@ def continued_outputs(
     return counts
 
 
+def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
+    """One shard of the output-law check: ``cycles`` continued outputs of the implementation
+    on ``case`` (``continued_outputs``), from the shard's own seed."""
+    impl = implementation_of(ref)
+    judged = judged_instance(impl, law_instance(case))
+    return continued_outputs(impl, judged, cycles, np.random.default_rng(seed))
+
+
 def _law_line(name: str, res: GofResult, shown: str, refuted: str) -> str:
     """One case's verdict: "NAME: <shown> within detectable TV d (...)" or "NAME: <refuted> (...)"."""
     if res.reject:
@@ -1159,10 +1187,17 @@ def check_output_law(
     index = {name: i for i, (name, _) in enumerate(stat_cases)}
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
-        rng = np.random.default_rng([seed, index[name]])
         try:
             law = sequence_law(judged)
-            counts = continued_outputs(impl, judged, cycles, rng, progress, f"output law {name}")
+            calls = [
+                (shipped(impl), case, n, parallel.shard_seed(seed, index[name], k))
+                for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
+            ]
+            if progress:
+                progress(
+                    f"  output law {name}: {cycles} cycles in {len(calls)} shards ({parallel.current().description})"
+                )
+            counts: Counter = sum(parallel.current().map(output_law_shard, calls), Counter())
             gap = sampler_law_difference(judged)
         except NotImplementedError:
             unsupported.append(name)

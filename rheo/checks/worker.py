@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rheo.checks import harness
+from rheo.checks import harness, parallel
 from rheo.checks.exact_impl import replay_exact
 from rheo.checks.gate import impl_checks, run_checks
 from rheo.checks.outcome import CheckResult, Profile, Progress
@@ -126,6 +126,8 @@ def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | 
         except (ImportError, ValueError, OSError):
             pass
     os.chdir(job["cwd"])
+    if job.get("ray"):  # the pieces of work go to the gate's Ray cluster (rheo gate --ray)
+        parallel.use(parallel.RayTasks(job["ray"]))
 
     hook = call_hook(watch)
     try:
@@ -301,6 +303,7 @@ def run_impl_checks(
     out_dir: Path,
     limits: Limits,
     progress: Progress | None = None,
+    ray: str | None = None,
 ) -> Run:
     """The implementation checks of ``spec``, each run in a supervised worker (see the
     module docstring). Raises LoadFailed or NothingMatched (bad input)."""
@@ -317,6 +320,7 @@ def run_impl_checks(
             "out_dir": str(out_dir),
             "start": start,
             "cwd": os.getcwd(),
+            "ray": ray,
         }
         t0 = time.monotonic()
         s = _session(job, limits, deadline, results, progress)

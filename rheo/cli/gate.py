@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
 from pathlib import Path
 
 from rheo.casefile import read_case
+from rheo.checks import parallel
 from rheo.checks.gate import gate_checks, gate_verdict, junit_xml, render, run_checks, summary
 from rheo.checks.impl_cases import read_case_dir
 from rheo.checks.outcome import PROFILES
@@ -104,6 +106,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --impl: cycles per case of the statistical checks (default: the profile's; quick 20000, "
         "1000000 through the batched protocol)",
     )
+    gate.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the exact-matrix instances, the exact-certification cases and the statistical shards as Ray "
+        "tasks on the cluster at ADDRESS (none or 'local': a local Ray instance); the verdicts are those of a "
+        "serial run (each shard has its own seed). Needs pip install 'rheosampling[ray]'",
+    )
     gate.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
     gate.add_argument(
         "--out", metavar="DIR", default="rheo-gate", help="where counterexample files go (default rheo-gate/)"
@@ -165,11 +176,11 @@ def cmd_gate(args) -> int:
         if getattr(args, flag) is not None and args.impl is None:
             return fail(f"--{flag.replace('_', '-')}: give the implementation too (--impl MODULE:OBJECT)")
     if args.replay is not None and (
-        args.junit or args.only or args.profile or args.strict or args.cases or args.cycles
+        args.junit or args.only or args.profile or args.strict or args.cases or args.cycles or args.ray
     ):
         return fail(
-            "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases and --cycles "
-            "do not apply to it"
+            "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases, --cycles and "
+            "--ray do not apply to it"
         )
     args.profile = args.profile or "quick"
     for name in ("call-timeout", "timeout", "memory-limit"):
@@ -199,6 +210,25 @@ def cmd_gate(args) -> int:
         except CaseError as e:
             return fail(str(e))
     limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit)
+    if args.ray is not None:
+        if importlib.util.find_spec("ray") is None:
+            return fail("--ray: Ray is not installed; pip install 'rheosampling[ray]' (or pip install ray)")
+        try:
+            executor = parallel.RayTasks(args.ray)
+        except Exception as e:  # a wrong address, a cluster that is down: bad input
+            return fail(f"--ray {args.ray}: cannot connect ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
+        parallel.use(executor)
+        args.ray_address = executor.address  # the implementation's worker joins the same cluster
+        progress(f"rheo gate: the pieces of work run on {executor.description}")
+    try:
+        return _run_gate(args, limits, extra_cases)
+    finally:
+        if args.ray is not None:
+            parallel.current().close()
+            parallel.use(parallel.Serial())
+
+
+def _run_gate(args, limits: Limits, extra_cases) -> int:
     profile = PROFILES[args.profile]
     if args.cycles is not None:
         profile = dataclasses.replace(profile, impl_cycles=args.cycles, impl_batched_cycles=args.cycles)
@@ -207,7 +237,16 @@ def cmd_gate(args) -> int:
         if args.replay:
             return _replay(args, limits)
         try:
-            run = run_impl_checks(args.impl, extra_cases, profile, args.only, Path(args.out), limits, progress)
+            run = run_impl_checks(
+                args.impl,
+                extra_cases,
+                profile,
+                args.only,
+                Path(args.out),
+                limits,
+                progress,
+                ray=getattr(args, "ray_address", None),
+            )
         except LoadFailed as e:
             return fail(str(e))
         except NothingMatched as e:
