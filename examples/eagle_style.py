@@ -1,5 +1,6 @@
 """EAGLE's tree verifier at T > 0 (SafeAILab/EAGLE, ``evaluate_posterior``), written from
-its published description (/work/shared/PEERS.md), to the ``rheo gate --impl`` protocol.
+its published description (summarised in docs/gate.md, "The example implementations"),
+to the ``rheo gate --impl`` protocol.
 
 A verifier only: the gate builds the tree with the reference. The draft probabilities are
 not used ("q = 1" for every child, sample children included). At the current node, with

@@ -1,5 +1,6 @@
 """SGLang's tree verifier at T > 0 (``tree_speculative_sampling_target_only``), written from
-its published description (/work/shared/PEERS.md), to the ``rheo gate --impl`` protocol.
+its published description (summarised in docs/gate.md, "The example implementations"),
+to the ``rheo gate --impl`` protocol.
 
 A verifier only: the gate builds the tree with the reference. Draft probabilities are
 unused. One coin per level: at the current node, with p the target law there, the children

@@ -1,6 +1,6 @@
 """transformers' assisted generation with sampling (``_speculative_sampling`` and the
 assistant's drafting loop), written from its published description
-(/work/shared/PEERS.md), to the ``rheo gate --impl`` protocol.
+(summarised in docs/gate.md, "The example implementations"), to the ``rheo gate --impl`` protocol.
 
 A chain, not a tree: configurations with K = 1, policy "rheo", m = 0 only (``supports``;
 ``GreedyDraftChain`` also needs T > 0, from the config's "temperature" when it is given),
