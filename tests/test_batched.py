@@ -21,12 +21,8 @@ from rheo.checks.batched import (  # noqa: E402
 from rheo.checks.gate import impl_checks  # noqa: E402
 from rheo.checks.goodness_of_fit import gof  # noqa: E402
 from rheo.checks.harness import BadOutput, Implementation, law_instance, load_implementation  # noqa: E402
-from rheo.testing.protocol import (  # noqa: E402
-    Fastpath,
-    FastpathOwnGenerator,
-    ReusedUniformBatched,
-    SampleLastBatched,
-)
+from rheo.integrations.fastpath_protocol import Fastpath, FastpathOwnGenerator, FastpathPerRequest  # noqa: E402
+from rheo.testing.protocol import ReusedUniformBatched, SampleLastBatched  # noqa: E402
 
 CASE = {
     "name": "tree",
@@ -70,7 +66,7 @@ def test_the_large_vocabulary_check_runs_the_first_and_second_tokens():
 
 
 def test_the_gate_lists_the_batched_checks_for_a_batched_implementation():
-    impl = load_implementation("rheo.testing.protocol:Fastpath")
+    impl = load_implementation("rheo.integrations.fastpath_protocol:Fastpath")
     assert impl.batched and not impl.per_request
     assert [c.name for c in impl_checks(impl)] == [
         "impl: output law, batched (batched tree builder and batched verifier)",
@@ -125,3 +121,15 @@ def test_continuing_each_output_by_one_multinomial_has_the_continued_law():
     r = gof(Counter({s: c for s, c in got.items() if s[0] == 0}), p0, 1e-6)
     assert not r.reject and r.bins == 9, r.describe()
     assert all(s[:2] == (1, 2) for s, c in got.items() if s[0] == 1)
+
+
+def test_the_fastpath_through_the_per_request_protocol_is_the_reference():
+    """The same fastpath, one request per call (trees converted by tree_formats): decision
+    equality with the reference and exact certification pass."""
+    from rheo.checks.exact_impl import certify_implementation
+    from rheo.checks.harness import check_decisions
+
+    impl = Implementation(FastpathPerRequest(), "per request")
+    r = check_decisions(impl, 60, 0, min_compared=20)
+    assert r.passed, r.detail
+    assert certify_implementation(impl, CASE).verdict == "lossless"

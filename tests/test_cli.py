@@ -204,6 +204,10 @@ def test_bench_gate_quick_json():
     assert out["per_call"]["with_hook_us"] > 0 and out["per_call"]["bare_us"] > 0
     assert out["per_run"]["verdict"] == "pass" and out["per_run"]["in_worker_seconds"] > 0
     assert "per run" in r.stderr  # progress on stderr
+    if out["protocols"] is not None:  # with torch: both protocols side by side
+        for key in ("per_request_cycles_per_second", "batched_cycles_per_second", "batched_detectable_tv_60s"):
+            assert out[key] > 0 and out[key] == out["protocols"][key]
+        assert out["per_request_detectable_tv_60s"] > out["batched_detectable_tv_60s"]
 
 
 @pytest.mark.parametrize(

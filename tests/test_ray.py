@@ -82,9 +82,9 @@ def test_batched_shards_are_the_serial_run_s(on_ray):
     pytest.importorskip("torch")
     from rheo.checks.batched import check_output_law_batched
     from rheo.checks.harness import Implementation
-    from rheo.testing.protocol import Fastpath
+    from rheo.integrations.fastpath_protocol import Fastpath
 
-    impl = Implementation(Fastpath(), "rheo.testing.protocol:Fastpath")
+    impl = Implementation(Fastpath(), "rheo.integrations.fastpath_protocol:Fastpath")
     serial, distributed = _both(on_ray, lambda: check_output_law_batched(impl, 30_000, level="smoke", batch=10_000))
     assert serial.passed and _without_times(serial.data) == _without_times(distributed.data)
 

@@ -11,10 +11,17 @@ Two figures, each measured side by side in one run:
    implementation) run in the gate's own process and in a supervised worker. The
    difference is the worker's start (a spawned interpreter that imports the
    implementation) plus the per-call cost over every call.
+3. **protocols**: the statistical output-law check's cycles per second for the same
+   algorithm, the fastpath, through the per-request protocol (numpy, one request per call,
+   trees converted) and through the batched torch protocol, on one quick output-law case;
+   and the detectable TV per case each reaches in 60 seconds (the formula of the checks:
+   chi-square at alpha 1e-6 split over the quick cases, power 0.99). Targets: 1,000,000
+   batched cycles within 60 s, a detectable TV of 0.006 or less. Needs torch.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 import platform
@@ -24,9 +31,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from rheo.checks import harness, worker
 from rheo.checks.gate import impl_checks, run_checks
-from rheo.checks.outcome import PROFILES
+from rheo.checks.goodness_of_fit import detectable_tv, merge_bins
+from rheo.checks.harness import Implementation, continued_outputs, law_instance, sequence_law
+from rheo.checks.impl_cases import output_law_cases
+from rheo.checks.outcome import FAMILY_ALPHA, PROFILES
 from rheo.reference import make_instance
 
 EXAMPLE = "examples.loop_impl:LoopImplementation"
@@ -98,13 +110,72 @@ def per_run(profile_name: str, rounds: int, progress: Callable[[str], object]) -
     }
 
 
+PROTOCOL_CASE = 1  # the quick output-law case both protocols run (a tree, K=2, m=1, depth 2)
+BATCHED_TARGET_CYCLES_60S = 1_000_000
+BATCHED_TARGET_TV = 0.006
+
+
+def _tv_60s(rate: float, law: dict, cases: int) -> float:
+    """The detectable TV per case of a 60-second run at ``rate`` cycles per second: the
+    statistical checks' formula (merged bins at that N, alpha split over ``cases``)."""
+    n = int(rate * 60)
+    p = np.array(sorted(law.values()))
+    groups = merge_bins(n * p / p.sum())
+    return detectable_tv(n, len(groups) - 1, FAMILY_ALPHA / cases)
+
+
+def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
+    """Cycles per second of the fastpath through each protocol, side by side."""
+    from rheo.checks.batched import output_counts
+    from rheo.integrations.fastpath_protocol import Fastpath, FastpathPerRequest
+
+    cases = output_law_cases("quick")
+    case = cases[PROTOCOL_CASE]
+    inst = law_instance(case)
+    law = sequence_law(inst)
+    per_request, batched = Implementation(FastpathPerRequest(), "per request"), Implementation(Fastpath(), "batched")
+    n_req, n_bat, rounds = (200, 200_000, 2) if quick else (1_000, 1_000_000, 3)
+    continued_outputs(per_request, inst, 20, np.random.default_rng(1))  # warm-up: imports, first torch calls
+    output_counts(batched, inst, 20_000, seed=1)
+    req, bat = [], []
+    for r in range(rounds):  # alternating rounds, medians
+        progress(f"protocols, round {r + 1}/{rounds}: {n_req} cycles per request ({case['name']}) ...")
+        t0 = time.perf_counter()
+        continued_outputs(per_request, inst, n_req, np.random.default_rng(r))
+        req.append(n_req / (time.perf_counter() - t0))
+        progress(f"protocols, round {r + 1}/{rounds}: {n_bat} cycles batched ...")
+        t0 = time.perf_counter()
+        output_counts(batched, inst, n_bat, seed=r)
+        bat.append(n_bat / (time.perf_counter() - t0))
+    req_rate, bat_rate = statistics.median(req), statistics.median(bat)
+    out = {
+        "case": case["name"],
+        "implementation": "rheo.fastpath through rheo.integrations.fastpath_protocol (FastpathPerRequest, Fastpath)",
+        "device": "cpu",
+        "per_request_cycles": n_req,
+        "batched_cycles": n_bat,
+        "rounds": rounds,
+        "per_request_cycles_per_second": req_rate,
+        "batched_cycles_per_second": bat_rate,
+        "batched_over_per_request": bat_rate / req_rate,
+        "per_request_detectable_tv_60s": _tv_60s(req_rate, law, len(cases)),
+        "batched_detectable_tv_60s": _tv_60s(bat_rate, law, len(cases)),
+        "batched_cycles_in_60s": int(bat_rate * 60),
+    }
+    out["meets_targets"] = {
+        "batched_cycles_in_60s": out["batched_cycles_in_60s"] >= BATCHED_TARGET_CYCLES_60S,
+        "batched_detectable_tv_60s": out["batched_detectable_tv_60s"] <= BATCHED_TARGET_TV,
+    }
+    return out
+
+
 def run_bench_gate(quick: bool = False, progress: Callable[[str], object] = print) -> dict:
     calls, rounds = (50_000, 3) if quick else (200_000, 5)
     progress(f"per call: {rounds} rounds of {calls} watched calls, with and without the worker's hook ...")
     call = per_call(calls, rounds)
     progress("per run: one decision-equality check in this process and in a worker ...")
     run = per_run("smoke" if quick else "quick", 1 if quick else 3, progress)
-    return {
+    out = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "per_call": call,
         "per_run": run,
@@ -112,3 +183,18 @@ def run_bench_gate(quick: bool = False, progress: Callable[[str], object] = prin
         "worker_overhead_per_call_target_us": PER_CALL_TARGET_US,
         "pass": call["overhead_us"] < PER_CALL_TARGET_US,
     }
+    if importlib.util.find_spec("torch") is None:
+        out["protocols"] = None
+        progress("protocols: skipped, torch is not installed")
+        return out
+    proto = protocols(quick, progress)
+    out["protocols"] = proto
+    for key in (
+        "per_request_cycles_per_second",
+        "batched_cycles_per_second",
+        "batched_detectable_tv_60s",
+        "per_request_detectable_tv_60s",
+    ):
+        out[key] = proto[key]
+    out["pass"] = out["pass"] and all(proto["meets_targets"].values())
+    return out

@@ -79,7 +79,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "   medians (target: under 1 ms; --json key worker_overhead_per_call_us).\n"
         "2. per run: one decision-equality check on examples.loop_impl run in the gate's process\n"
         "   and in a supervised worker (the worker's start plus every call), with the same verdict.\n"
-        "exit status: 0 target met, 1 missed",
+        "3. protocols (needs torch): the output-law check's cycles per second for the fastpath\n"
+        "   through the per-request protocol and through the batched torch protocol, side by side,\n"
+        "   and the detectable TV per case of a 60-second run of each (targets: >= 1,000,000\n"
+        "   batched cycles in 60 s, detectable TV <= 0.006; --json keys per_request_cycles_per_second,\n"
+        "   batched_cycles_per_second, batched_detectable_tv_60s).\n"
+        "exit status: 0 targets met, 1 one missed",
         epilog="examples:\n  rheo bench gate --json\n  rheo bench gate --quick",
     )
     bg.add_argument("--quick", action="store_true", help="fewer calls and rounds, the smoke profile for the run")
@@ -119,7 +124,7 @@ def cmd_bench_gate(args: argparse.Namespace) -> int:
 def render_gate(out: dict) -> str:
     """``rheo bench gate`` as a table."""
     c, r = out["per_call"], out["per_run"]
-    mark = "met" if out["pass"] else "MISSED"
+    mark = "met" if c["overhead_us"] < out["worker_overhead_per_call_target_us"] else "MISSED"
     return "\n".join(
         [
             f"rheo bench gate  ({out['machine']['cpus']} cpus, Python {out['machine']['python']}; medians of "
@@ -133,8 +138,27 @@ def render_gate(out: dict) -> str:
             f"    in the gate's process             {r['in_process_seconds']:>10.2f} s",
             f"    in a supervised worker            {r['in_worker_seconds']:>10.2f} s",
             f"    overhead (start + calls)          {r['worker_overhead_seconds']:>10.2f} s",
+            *_render_protocols(out.get("protocols")),
         ]
     )
+
+
+def _render_protocols(p: dict | None) -> list[str]:
+    if p is None:
+        return ["  protocols: skipped (torch is not installed)"]
+    met = p["meets_targets"]
+    return [
+        f"  protocols (the fastpath through each, case {p['case']}, {p['device']})",
+        f"    per request                       {p['per_request_cycles_per_second']:>10,.0f} cycles/s   "
+        f"detectable TV in 60 s {p['per_request_detectable_tv_60s']:.4f}",
+        f"    batched                           {p['batched_cycles_per_second']:>10,.0f} cycles/s   "
+        f"detectable TV in 60 s {p['batched_detectable_tv_60s']:.4f}",
+        f"    batched / per request             {p['batched_over_per_request']:>10.0f}x",
+        f"    batched cycles in 60 s            {p['batched_cycles_in_60s']:>10,}   target >= 1,000,000: "
+        f"{'met' if met['batched_cycles_in_60s'] else 'MISSED'}",
+        f"    batched detectable TV in 60 s     {p['batched_detectable_tv_60s']:>10.4f}   target <= 0.006: "
+        f"{'met' if met['batched_detectable_tv_60s'] else 'MISSED'}",
+    ]
 
 
 def render_exact(out: dict) -> str:
