@@ -2,7 +2,10 @@
 # GPU check for the fastpath (one CUDA device; under 5 minutes on an H200):
 #   1. the device-parametrized tests marked `gpu` (decision equality with the reference in
 #      float64, the KV-cache model, the tree format, the statistical cycle-law tests);
-#   2. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64).
+#   2. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64);
+#   3. the gate's batched checks on CUDA: the fastpath through the batched protocol
+#      (`rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath`: 1,000,000 cycles per
+#      case, and V = 32,000), whose detail gives the cycles per second on the device.
 # The lent machine has a CUDA torch, numpy, scipy, sympy, hypothesis and pytest already and
 # no network, hence --no-deps. Results go to $OUT (or ./gpu-results) as well as stdout.
 set -euo pipefail
@@ -21,3 +24,5 @@ CI=true python -m pytest -m gpu -p no:cacheprovider -q -rs \
     2>&1 | tee "$out/gpu_tests.txt"
 rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
     || echo "(rheo bench fastpath exited $?: a target missed, see the JSON)"
+rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json 2> >(tee "$out/gate_progress.txt" >&2) \
+    | tee "$out/gate_batched_cuda.json" || echo "(rheo gate exited $?: see the JSON)"

@@ -126,7 +126,7 @@ def _tv_60s(rate: float, law: dict, cases: int) -> float:
 
 def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
     """Cycles per second of the fastpath through each protocol, side by side."""
-    from rheo.checks.batched import output_counts
+    from rheo.checks.batched import device_of, output_counts
     from rheo.integrations.fastpath_protocol import Fastpath, FastpathPerRequest
 
     cases = output_law_cases("quick")
@@ -151,7 +151,7 @@ def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
     out = {
         "case": case["name"],
         "implementation": "rheo.fastpath through rheo.integrations.fastpath_protocol (FastpathPerRequest, Fastpath)",
-        "device": "cpu",
+        "device": str(device_of(batched)),
         "per_request_cycles": n_req,
         "batched_cycles": n_bat,
         "rounds": rounds,
