@@ -39,6 +39,9 @@ Or, for an implementation that runs whole cycles with its own randomness (an eng
     An implementation with ``cycle`` is judged on its cycles only: exact certification
     (its draws followed) and the output law; ``build_tree`` and ``verify`` are not called.
 
+Or, on tensors, batches of requests at once: ``build_tree_batch`` / ``verify_batch``, the
+batched torch protocol (rheo.checks.batched, where it is documented).
+
 Optional:
 - ``supports(config) -> bool``: configurations it does not implement (config as above,
   temperature included) are not drawn, and counted. ``build_tree`` or ``verify`` raising

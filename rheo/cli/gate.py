@@ -60,8 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "                    length D+1, against p_T on V^(D+1) (chi-square, detectable TV per\n"
         "                    case; against its own sampler_law if it declares one); --cases adds yours\n"
         "  cycle law         only with implements_spec = True: its cycle law equals the reference's\n"
-        'The protocol (build_tree and/or verify) is in `python -c "import rheo.checks.harness as h;\n'
-        'help(h)"` and docs/gate.md, "Checking another implementation".\n\n'
+        "  output law, batched / large vocabulary, batched\n"
+        "                    with build_tree_batch / verify_batch (torch tensors, on its device):\n"
+        "                    the output law at 1,000,000 cycles per case, and V = 32,000 first and\n"
+        "                    second tokens\n"
+        'The protocol (build_tree and/or verify; or cycle for whole cycles) is in `python -c "import\n'
+        'rheo.checks.harness as h; help(h)"`, the batched one in rheo.checks.batched, and docs/gate.md,\n'
+        '"Checking another implementation".\n\n'
         "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
         "end to end on the real model SmolLM2-135M, which needs the hf extra); smoke (toy\n"
