@@ -12,6 +12,8 @@ MODULES = [
     "rheo.reference.generate",
     "rheo.reference.params",
     "rheo.checks.goodness_of_fit",
+    "rheo.checks.parallel",
+    "rheo.checks.harness",
 ]
 TORCH_MODULES = [
     "rheo.fastpath.laws",
