@@ -169,7 +169,7 @@ def test_junit_xml_marks_failures_and_skips():
         (["--impl", "nocolon"], "--impl"),
         (["--impl", "no_such_module_xyz:Obj"], "cannot import"),
         (["--impl", "examples.loop_impl:Missing"], "no attribute"),
-        (["--impl", "examples.loop_impl:np"], "neither build_tree nor verify"),
+        (["--impl", "examples.loop_impl:np"], "has none of build_tree, verify, cycle"),
         (["--profile", "huge"], "invalid choice"),
     ],
 )

@@ -1044,9 +1044,13 @@ def check_decisions(
     case, useed = found
     cmp, u = run(found)
     payload = counterexample_payload(impl, case, u, cmp)
+    broke = cmp.check.detail.startswith(("build_tree returned a malformed", "verify returned a malformed")) or (
+        cmp.check.detail.startswith(("build_tree raised", "verify raised"))
+    )  # a malformed answer or a crash is not another algorithm
+    head = "the implementation broke the protocol" if broke else "not the specified algorithm"
     return Outcome(
         "fail",
-        f"not the specified algorithm: {cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
+        f"{head}: {cmp.check.detail} (shrunk: V={case['vocab_size']}, policy {case['policy']}, "
         f"K={case['K']}, depth {case['depth']}, budget {case['budget']})",
         payload,
         data,
