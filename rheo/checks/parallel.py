@@ -50,8 +50,8 @@ class RayTasks:
 
         self.ray = ray
         if not ray.is_initialized():
-            local = address in (None, "", "local")
-            if not local:
+            local = address is None or address in ("", "local")
+            if address is not None and not local:
                 _answers(address)
             ray.init(
                 address=None if local else address,
