@@ -1,0 +1,298 @@
+"""transformers' own assisted generation through the gate (rheo.integrations.transformers_assisted,
+docs/transformers.md): every candidate generator transformers ships has an adapter; each
+adapter's verdict is pinned, computed by the gate's own checks (exact certification, which
+follows transformers' torch draws, and the output law); the two defects found are pinned
+with their minimal counterexamples, and with the change that makes each go away; the
+adapters' ``sampler_law`` is transformers' processors; ``supports`` refuses what they do not
+implement. Verdicts are transformers 5.24's (other versions skip)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+if not transformers.__version__.startswith("5.24."):
+    pytest.skip(
+        f"the verdicts are pinned for transformers 5.24, {transformers.__version__} is installed",
+        allow_module_level=True,
+    )
+
+import torch  # noqa: E402
+from transformers.generation import candidate_generator  # noqa: E402
+from transformers.generation.logits_process import (  # noqa: E402
+    MinPLogitsWarper,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+import rheo.integrations.transformers_assisted as ta  # noqa: E402
+from rheo.casefile import load_case  # noqa: E402
+from rheo.checks.exact_impl import certify_implementation, check_exact  # noqa: E402
+from rheo.checks.harness import (  # noqa: E402
+    Implementation,
+    check_output_law,
+    draft_logits_fn,
+    load_implementation,
+    protocol_config,
+    target_logits_fn,
+)
+from rheo.reference.generate import hashed_case  # noqa: E402
+
+MODULE = "rheo.integrations.transformers_assisted"
+LOSSLESS_CYCLES = [
+    "AssistedCandidateGenerator",
+    "EarlyExitCandidateGenerator",
+    "PromptLookupCandidateGenerator",
+    "MTPCandidateGenerator",
+    "DFlashTokenCandidateGenerator",
+]
+# a chain of depth 2 at T = 1/2 with top-p, and a greedy one (exact arithmetic: T = 1/k or 0)
+CHAIN = {**hashed_case(3, 3, 2, policy="rheo", K=1, m=0, budget=2, beam=1, temperature="1/2", target_top_p="9/10")}
+CHAIN_MIN_P = hashed_case(3, 5, 2, policy="rheo", K=1, m=0, budget=2, beam=1, temperature="1", target_min_p="1/5")
+GREEDY = hashed_case(3, 1, 2, policy="rheo", K=1, m=0, budget=2, beam=1, temperature="0")
+TREE = hashed_case(3, 1, 2, policy="rheo", K=2, m=1, budget=3, beam=2, temperature="1/2")
+
+_LOADED: dict[str, Implementation] = {}
+
+
+def impl(name: str) -> Implementation:
+    """The adapter as ``rheo gate --impl`` loads it; one per test session (its models are built once)."""
+    if name not in _LOADED:
+        _LOADED[name] = load_implementation(f"{MODULE}:{name}")
+    return _LOADED[name]
+
+
+def test_every_candidate_generator_transformers_ships_has_an_adapter_named_like_it():
+    shipped = {
+        name
+        for name, obj in vars(candidate_generator).items()
+        if isinstance(obj, type)
+        and issubclass(obj, candidate_generator.CandidateGenerator)
+        and obj is not candidate_generator.CandidateGenerator
+    }
+    assert len(shipped) == 8, sorted(shipped)
+    for name in shipped:
+        assert impl(name).runs_cycles and not impl(name).follows_uniforms, name
+
+
+def test_speculative_sampling_is_lossless_exactly():
+    out = check_exact(impl("SpeculativeSampling"), [CHAIN, CHAIN_MIN_P])
+    assert out.verdict == "pass" and "lossless (exact) on 2 cases" in out.detail, out.detail
+
+
+@pytest.mark.parametrize("name", LOSSLESS_CYCLES)
+def test_a_generator_that_drafts_from_the_law_it_reports_is_lossless_exactly(name):
+    """Each cycle is one real ``generate``; every torch draw in it (the assistant's
+    ``multinomial``, ``_speculative_sampling``'s ``rand_like``) is enumerated exactly."""
+    out = check_exact(impl(name), [CHAIN, GREEDY])
+    assert out.verdict == "pass" and "lossless (exact) on 2 cases" in out.detail, out.detail
+
+
+def test_universal_assisted_generation_is_greedy_only_and_lossless_there():
+    uag = impl("AssistedCandidateGeneratorDifferentTokenizers")
+    out = check_exact(uag, [GREEDY, CHAIN])
+    assert out.verdict == "pass" and "lossless (exact) on 1 cases" in out.detail, out.detail
+    assert out.data["unsupported_configurations"] == 1
+
+
+# the shrunk counterexample of ``rheo gate --impl ...:SinglePositionMultiTokenCandidateGenerator``
+GREEDY_DRAFT_CASE = {
+    "vocab_size": 2,
+    "policy": "rheo",
+    "K": 1,
+    "m": 0,
+    "depth": 1,
+    "budget": 1,
+    "beam": 1,
+    "temperature": "1/3",
+    "target": {"": ["1/2", "1/2"], "0": ["1/2", "1/2"], "1": ["1/2", "1/2"]},
+    "draft": {"": ["1/3", "2/3"]},
+}
+
+
+def test_the_gemma4_assistant_path_drafts_greedily_yet_verifies_against_softmax_and_is_not_lossless():
+    """``SinglePositionMultiTokenCandidateGenerator`` drafts the argmax (token 1) and hands
+    its raw logits to ``_speculative_sampling`` as if token 1 had been drawn from
+    q = (1/3, 2/3): accepted with p/q = 3/4, so the first token is 1 with probability 3/4,
+    not 1/2 (transformers#32867's defect, in the Gemma-4 path)."""
+    cert = certify_implementation(impl("SinglePositionMultiTokenCandidateGenerator"), GREEDY_DRAFT_CASE)
+    assert cert.verdict == "not lossless" and cert.deviation == pytest.approx(0.125, abs=1e-6), cert.summary()
+    assert cert.law == pytest.approx({(0,): 0.25, (1, 0): 0.375, (1, 1): 0.375}, abs=1e-6)
+    # greedy decoding (T = 0) is that path's own case: lossless
+    assert certify_implementation(impl("SinglePositionMultiTokenCandidateGenerator"), GREEDY).verdict == "lossless"
+
+
+class IdOrderedVocabulary(ta.UniversalSpeculativeDecodingGenerator):
+    """The same adapter with tokenizers whose ``get_vocab()`` lists words in id order."""
+
+    def build(self, V, L, state):
+        built = super().build(V, L, state)
+        for key in ("tokenizer", "assistant_tokenizer"):
+            built.generate_kwargs[key] = IdOrdered(tokenizer_object=built.generate_kwargs[key]._tokenizer)
+        return built
+
+
+class IdOrdered(transformers.PreTrainedTokenizerFast):
+    def get_vocab(self):
+        return dict(sorted(super().get_vocab().items(), key=lambda item: item[1]))
+
+
+# the shrunk counterexample of ``rheo gate --impl ...:UniversalSpeculativeDecodingGenerator``
+MISPLACED_CASE = {
+    "vocab_size": 4,
+    "policy": "rheo",
+    "K": 1,
+    "m": 0,
+    "depth": 1,
+    "budget": 1,
+    "beam": 1,
+    "temperature": "1/3",
+    "target": {"": ["0", "0", "1/2", "1/2"], "*": ["0", "0", "1/2", "1/2"]},
+    "draft": {"": ["0", "0", "0", "1"]},
+}
+
+
+def test_universal_speculative_decoding_misplaces_the_pruned_assistant_logits_and_is_not_lossless():
+    """``AssistantToTargetTranslator`` prunes the assistant's head to the shared words in
+    ``get_vocab()`` order, but ``get_target_logits`` places the pruned logits in id order:
+    here the draft's certain token 3 gets q = 0 (its mass lands on token 0), so it is always
+    accepted and token 2 (p = 1/2) is never emitted. With tokenizers that list their words in
+    id order the same code is lossless."""
+    cert = certify_implementation(impl("UniversalSpeculativeDecodingGenerator"), MISPLACED_CASE)
+    assert cert.verdict == "not lossless" and cert.deviation == pytest.approx(0.25, abs=1e-6), cert.summary()
+    assert cert.law == pytest.approx({(3, 2): 0.5, (3, 3): 0.5}, abs=1e-6)
+    for case in (MISPLACED_CASE, CHAIN_MIN_P):
+        fixed = certify_implementation(Implementation(IdOrderedVocabulary(), "id-ordered"), case)
+        assert fixed.verdict == "lossless", fixed.summary()
+
+
+def test_universal_speculative_decoding_crashes_when_the_assistant_vocabulary_is_inside_the_targets():
+    """A known failure, pinned (it fails loudly once transformers fixes it): with no
+    assistant-only word nothing is pruned, yet ``get_target_ids`` reads the pruning's
+    ``assistant_overlap_token_ids`` (the Qwen2.5-7B + 0.5B case: one tokenizer, a padded
+    target vocabulary)."""
+
+    class SubsetVocabulary(ta.UniversalSpeculativeDecodingGenerator):
+        def build(self, V, L, state):
+            words = [f"w{t}" for t in range(V)] + ["anchor"]
+            ids = np.arange(V, -1, -1)
+            main = ta.TableLM(ta.TableConfig(vocab_size=V + 2), state)  # one padding slot
+            assistant = ta.TableLinearHeadLM(ta.TableConfig(vocab_size=V + 1, layer_tables=("draft",)), state, ids)
+            ta._assistant_config(assistant, L)
+            tokenizers = {
+                "tokenizer": ta._tokenizer(words),
+                "assistant_tokenizer": ta._tokenizer([words[t] for t in ids]),
+            }
+            return ta.Built(state, main, {"assistant_model": assistant, **tokenizers})
+
+    inst = load_case(CHAIN)
+    with pytest.raises(AttributeError, match="assistant_overlap_token_ids"):
+        SubsetVocabulary().cycle(draft_logits_fn(inst), target_logits_fn(inst), protocol_config(inst), 0.5)
+
+
+def test_the_output_law_passes_a_lossless_generator_and_rejects_the_greedy_drafter():
+    assert check_output_law(impl("AssistedCandidateGenerator"), 1000, level="smoke").passed
+    out = check_output_law(impl("SinglePositionMultiTokenCandidateGenerator"), 2000, level="smoke")
+    assert not out.passed and "not lossless" in out.detail, out.detail
+
+
+def test_the_assistant_drafts_with_the_warpers_applied_twice(monkeypatch):
+    """An efficiency defect, not a loss: ``AssistedCandidateGenerator`` gives the assistant's
+    ``generate`` the main model's processors (temperature included) and its generation
+    config, from which ``generate`` adds the warpers again: at T = 1/2 the assistant drafts
+    from softmax(logits / (1/4)), and reports that law, so verification stays exact."""
+    import transformers.generation.utils as generation_utils
+
+    seen = []
+    original = generation_utils._speculative_sampling
+
+    def spy(candidate_input_ids, candidate_logits, *args, **kwargs):
+        seen.append(candidate_logits.softmax(-1)[0, 0, :3].double().numpy())
+        return original(candidate_input_ids, candidate_logits, *args, **kwargs)
+
+    monkeypatch.setattr(generation_utils, "_speculative_sampling", spy)
+    inst = load_case({**CHAIN, "target_top_p": None})
+    draft = draft_logits_fn(inst)
+    impl("AssistedCandidateGenerator").obj.cycle(draft, target_logits_fn(inst), protocol_config(inst), 0.5)
+    root = draft([()])[0]
+    twice = np.exp(root / 0.25 - np.max(root / 0.25))
+    assert seen[0] == pytest.approx(twice / twice.sum(), abs=1e-6)
+
+
+def test_prompt_lookup_with_top_p_never_proposes_the_tokens_top_p_sorts_first():
+    """Efficiency, not a loss: prompt lookup checks its candidates against the processors
+    run on constant fake logits, where top-p removes the tokens ``torch.sort`` puts first (up
+    to mass 1 - top_p): with V = 4 and top-p 3/4, token 0 is never proposed."""
+    from transformers.generation.logits_process import LogitsProcessorList
+
+    lookup = candidate_generator.PromptLookupCandidateGenerator(
+        num_output_tokens=2, max_length=20, logits_processor=LogitsProcessorList([TopPLogitsWarper(0.75)]), vocab_size=4
+    )
+    assert lookup.get_candidates(torch.tensor([[3, 1, 2, 3]]))[0][0, 4:].tolist() == [1, 2]
+    assert lookup.get_candidates(torch.tensor([[3, 1, 0, 3]]))[0][0, 4:].tolist() == [1]  # cut before token 0
+    assert lookup.get_candidates(torch.tensor([[3, 0, 1, 3]]))[0].shape[1] == 4  # no candidate at all
+
+
+def transformers_law(logits, temperature, top_k=None, top_p=None, min_p=None):
+    """softmax after transformers' warpers, in ``_get_logits_processor``'s order."""
+    scores = torch.as_tensor(np.asarray(logits)[None], dtype=torch.float32)
+    ids = torch.zeros(1, 1, dtype=torch.long)
+    warpers = [TemperatureLogitsWarper(temperature)] if temperature != 1 else []
+    warpers += [TopKLogitsWarper(top_k)] if top_k else []
+    warpers += [TopPLogitsWarper(top_p)] if top_p is not None else []
+    warpers += [MinPLogitsWarper(min_p)] if min_p is not None else []
+    for warper in warpers:
+        scores = warper(ids, scores)
+    return scores.softmax(-1)[0].double().numpy()
+
+
+@pytest.mark.parametrize(
+    "logits, temperature, filters",
+    [
+        (np.log([0.4, 0.2, 0.2, 0.2]), 1.0, {"target_top_k": 2}),  # ties at the 2nd place: all kept
+        (np.log([0.5, 0.3, 0.15, 0.05]), 0.5, {"target_top_p": 0.75}),
+        (np.log([0.5, 0.3, 0.15, 0.05]), 1.5, {"target_min_p": 0.2}),
+        (np.array([0.0, -np.inf, 1.0, 2.0]), 1 / 3, {"target_top_k": 3, "target_top_p": 0.9, "target_min_p": 0.1}),
+    ],
+)
+def test_sampler_law_is_the_law_of_transformers_processors(logits, temperature, filters):
+    config = {"target_top_k": None, "target_top_p": None, "target_min_p": None, **filters}
+    expected = transformers_law(
+        logits, temperature, filters.get("target_top_k"), filters.get("target_top_p"), filters.get("target_min_p")
+    )
+    for name in ("SpeculativeSampling", "AssistedCandidateGenerator"):
+        got = impl(name).obj.sampler_law(logits, config, temperature)
+        assert got == pytest.approx(expected, abs=1e-7), name
+
+
+def test_sampler_law_at_temperature_zero_is_the_argmax_lowest_id_on_ties():
+    law = impl("AssistedCandidateGenerator").obj.sampler_law(np.log([0.2, 0.4, 0.4]), {}, 0.0)
+    assert law.tolist() == [0.0, 1.0, 0.0]
+
+
+def test_supports_refuses_what_is_not_implemented():
+    config = {**protocol_config(load_case(CHAIN))}
+    tree = protocol_config(load_case(TREE))
+    for name in ["SpeculativeSampling", "UniversalSpeculativeDecodingGenerator", *LOSSLESS_CYCLES]:
+        adapter = impl(name).obj
+        assert adapter.supports(config) and not adapter.supports(tree), name
+        assert not adapter.supports({**config, "policy": "topk"}) and not adapter.supports({**config, "m": 1})
+        if name != "SpeculativeSampling":  # the models' codes would pass 2^53
+            assert not adapter.supports({**config, "vocab_size": 10**5}), name
+    for name in ("SpeculativeSampling", "UniversalSpeculativeDecodingGenerator"):  # sampling only
+        assert not impl(name).obj.supports({**config, "temperature": 0.0}), name
+    uag = impl("AssistedCandidateGeneratorDifferentTokenizers").obj
+    assert uag.supports({**config, "temperature": 0.0}) and not uag.supports(config)  # greedy only
+    with pytest.raises(NotImplementedError):
+        impl("AssistedCandidateGenerator").obj.cycle(None, None, tree, 0.5)
+
+
+def test_the_worked_examples_in_the_module_run():
+    import doctest
+
+    result = doctest.testmod(ta)
+    assert result.attempted > 0 and result.failed == 0
