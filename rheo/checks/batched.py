@@ -35,7 +35,6 @@ reference decision by decision). The checks:
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -59,6 +58,8 @@ from rheo.checks.harness import (
     _watched,
     implementation_of,
     judged_instance,
+    law_counterexample,
+    law_head,
     law_instance,
     sequence_law,
     shipped,
@@ -310,22 +311,7 @@ def check_output_law_batched(
         data["cases"][name] = {**_gof_json(res), "seconds": time.perf_counter() - t0}
         lines.append(_law_line(name, res, "lossless", "NOT lossless"))
         if res.reject and worst is None:
-            top = sorted(set(law) | set(counts), key=lambda o: -abs(counts.get(o, 0) / cycles - law.get(o, 0.0)))[:5]
-            worst = {
-                "check": "output law, batched",
-                "implementation": impl.name,
-                "case_name": name,
-                "case": case,
-                "judged_against": judge,
-                "cycles": cycles,
-                "seed": seed,
-                "alpha": alpha,
-                "result": res.describe(),
-                "worst_sequences": [
-                    {"sequence": list(o), "observed": counts.get(o, 0) / cycles, "p_T": law.get(o, 0.0)} for o in top
-                ],
-                "rerun": f"rheo gate --impl {impl.name} --only 'output law, batched' --cycles {cycles}",
-            }
+            worst = law_counterexample("output law, batched", impl, name, case, judge, seed, alpha, res, counts, law)
     n = len(data["cases"])
     if n < min_cases:
         return Outcome(
@@ -334,14 +320,7 @@ def check_output_law_batched(
             data=data,
         )
     data["cycles_per_second"] = n * cycles / seconds if seconds > 0 else None
-    tvs = sorted(c["detectable_tv"] for c in data["cases"].values() if math.isfinite(c["detectable_tv"]))
-    if worst:
-        head = f"not lossless on {worst['case_name']}"
-    elif tvs:
-        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
-        head = f"lossless on {n} cases, each within detectable TV {span}"
-    else:
-        head = f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+    head = law_head(data["cases"], worst, cycles)
     rate = f", {data['cycles_per_second']:,.0f} cycles per second on {dev}" if data["cycles_per_second"] else ""
     detail = (
         f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "

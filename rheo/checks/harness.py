@@ -1099,6 +1099,53 @@ def continued_outputs(
     return counts
 
 
+def law_counterexample(
+    check: str,
+    impl: Implementation,
+    name: str,
+    case: dict,
+    judge: str,
+    seed: int,
+    alpha: float,
+    res: GofResult,
+    counts: Counter,
+    law: dict,
+) -> dict:
+    """The counterexample file of an output-law check that rejected ``case``: the worst
+    sequences (observed against p_T), the impossible ones, and the command that reruns it."""
+    cycles = sum(counts.values())
+    top = sorted(set(law) | set(counts), key=lambda o: -abs(counts.get(o, 0) / cycles - law.get(o, 0.0)))[:5]
+    return {
+        "check": check,
+        "implementation": impl.name,
+        "case_name": name,
+        "case": case,
+        "judged_against": judge,
+        "cycles": cycles,
+        "seed": seed,
+        "alpha": alpha,
+        "result": res.describe(),
+        "worst_sequences": [
+            {"sequence": list(o), "observed": counts.get(o, 0) / cycles, "p_T": law.get(o, 0.0)} for o in top
+        ],
+        "impossible_sequences": [list(o) for o in res.impossible[:5]],
+        "rerun": f"rheo gate --impl {impl.name} --only '{check}' --cycles {cycles}",
+    }
+
+
+def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
+    """The first words of an output-law verdict: not lossless on the first rejected case, or
+    lossless within the span of detectable TVs over ``cases`` (name -> ``_gof_json``)."""
+    n = len(cases)
+    tvs = sorted(c["detectable_tv"] for c in cases.values() if math.isfinite(c["detectable_tv"]))
+    if worst:
+        return f"not lossless on {worst['case_name']}"
+    if tvs:
+        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+        return f"lossless on {n} cases, each within detectable TV {span}"
+    return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+
+
 def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
     """One shard of the output-law check: ``cycles`` continued outputs of the implementation
     on ``case`` (``continued_outputs``), from the shard's own seed."""
@@ -1219,23 +1266,7 @@ def check_output_law(
         if gap is not None and (differs is None or gap[0] > differs["max_abs_difference"]):
             differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
         if res.reject and worst is None:
-            top = sorted(set(law) | set(counts), key=lambda o: -abs(counts.get(o, 0) / cycles - law.get(o, 0.0)))[:5]
-            worst = {
-                "check": "output law",
-                "implementation": impl.name,
-                "case_name": name,
-                "case": case,
-                "judged_against": judge,
-                "cycles": cycles,
-                "seed": seed,
-                "alpha": alpha,
-                "result": res.describe(),
-                "worst_sequences": [
-                    {"sequence": list(o), "observed": counts.get(o, 0) / cycles, "p_T": law.get(o, 0.0)} for o in top
-                ],
-                "impossible_sequences": [list(o) for o in res.impossible[:5]],
-                "rerun": f"rheo gate --impl {impl.name} --only 'output law' --cycles {cycles}",
-            }
+            worst = law_counterexample("output law", impl, name, case, judge, seed, alpha, res, counts, law)
     if len(data["cases"]) < min_cases:
         return Outcome(
             "fail",
@@ -1245,15 +1276,7 @@ def check_output_law(
         )
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
-    n = len(data["cases"])
-    tvs = sorted(c["detectable_tv"] for c in data["cases"].values() if math.isfinite(c["detectable_tv"]))
-    if worst:
-        head = f"not lossless on {worst['case_name']}"
-    elif tvs:
-        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
-        head = f"lossless on {n} cases, each within detectable TV {span}"
-    else:
-        head = f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles)
     detail = (
         f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "
         f"{n} of {len(stat_cases)} cases supported, minimum {min_cases}): " + "; ".join(lines)
