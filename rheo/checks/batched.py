@@ -51,20 +51,13 @@ from rheo.checks.harness import (
     BadOutput,
     Implementation,
     _gof_json,
-    _law_line,
-    _named,
     _one_line,
-    _supported_cases,
     _watched,
+    check_output_law,
     implementation_of,
-    judged_instance,
-    law_counterexample,
-    law_head,
     law_instance,
-    sequence_law,
     shipped,
 )
-from rheo.checks.impl_cases import output_law_cases
 from rheo.checks.outcome import Outcome
 from rheo.checks.sampling import _continue, table_law
 from rheo.fastpath import DraftTree, FastConfig, Params, Uniforms, VerifyResult, build_tree, verify
@@ -260,75 +253,39 @@ def check_output_law_batched(
     batch: int = BATCH,
 ) -> Outcome:
     """Losslessness in law at batch scale (docs/spec.md §5): the per-request output-law
-    check (``harness.check_output_law``), run through the batched protocol."""
-    stat_cases = _named(output_law_cases(level) + list(extra_cases))
-    supported, unsupported = _supported_cases(impl, stat_cases)
-    dev = device_of(impl)
-    data: dict[str, Any] = {
-        "cycles": cycles,
-        "seed": seed,
-        "device": str(dev),
-        "minimum": min_cases,
-        "cases": {},
-        "unsupported": unsupported,
-    }
-    if len(supported) < min_cases:
-        return Outcome(
-            "fail",
-            f"{len(supported)} of {len(stat_cases)} cases supported, fewer than the minimum {min_cases}: "
-            "nothing is proven",
-            data=data,
-        )
-    alpha = family_alpha / len(supported)
-    data["alpha"] = alpha
-    judge = "its own sampler_law" if impl.has_sampler_law else "p_T of docs/spec.md §0"
-    lines, worst, seconds = [], None, 0.0
-    index = {name: i for i, (name, _) in enumerate(stat_cases)}
-    for name, case, inst in supported:
-        judged = judged_instance(impl, inst)
-        t0 = time.perf_counter()
-        calls = [
-            (shipped(impl), case, n, parallel.shard_seed(seed, index[name], k), batch)
-            for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES_BATCHED))
-        ]
-        try:
-            outputs: Counter = sum(parallel.current().map(output_shard, calls), Counter())
-        except NotImplementedError:
-            unsupported.append(name)
-            continue
-        except BadOutput as e:
-            payload = {"check": "output law, batched", "implementation": impl.name, "case_name": name, "case": case}
-            return Outcome(
-                "fail",
-                f"the implementation broke the protocol on {name}: {e}",
-                {**payload, "difference": str(e), "seed": seed},
-                data,
-            )
-        seconds += time.perf_counter() - t0
-        law = sequence_law(judged)
-        counts = continued_counts(outputs, judged, np.random.default_rng([seed, index[name]]))
-        res = gof(counts, law, alpha)
-        data["cases"][name] = {**_gof_json(res), "seconds": time.perf_counter() - t0}
-        lines.append(_law_line(name, res, "lossless", "NOT lossless"))
-        if res.reject and worst is None:
-            worst = law_counterexample("output law, batched", impl, name, case, judge, seed, alpha, res, counts, law)
-    n = len(data["cases"])
-    if n < min_cases:
-        return Outcome(
-            "fail",
-            f"{n} of {len(stat_cases)} cases supported, fewer than the minimum {min_cases}: nothing is proven",
-            data=data,
-        )
-    data["cycles_per_second"] = n * cycles / seconds if seconds > 0 else None
-    head = law_head(data["cases"], worst, cycles)
-    rate = f", {data['cycles_per_second']:,.0f} cycles per second on {dev}" if data["cycles_per_second"] else ""
-    detail = (
-        f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "
-        f"{n} of {len(stat_cases)} cases supported{rate}): " + "; ".join(lines)
+    check (``harness.check_output_law``), its counts from the batched protocol
+    (``batched_counts``)."""
+
+    def counted(impl, name, case, judged, cycles, seed, case_index, progress) -> Counter:
+        return batched_counts(impl, case, judged, cycles, seed, case_index, batch)
+
+    return check_output_law(
+        impl,
+        cycles,
+        family_alpha,
+        seed,
+        level,
+        extra_cases,
+        progress,
+        min_cases,
+        counted=counted,
+        check="output law, batched",
+        data_extra={"device": str(device_of(impl))},
     )
-    if unsupported:
-        detail += f"; unsupported: {', '.join(unsupported)}"
-    return Outcome("fail" if worst else "pass", detail, worst, data)
+
+
+def batched_counts(
+    impl: Implementation, case: dict, judged: Instance, cycles: int, seed: int, case_index: int, batch: int = BATCH
+) -> Counter:
+    """One case's outputs through the batched protocol, in shards of
+    ``parallel.SHARD_CYCLES_BATCHED`` cycles with their own seeds (``output_shard``),
+    continued to D+1 (``continued_counts``)."""
+    calls = [
+        (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k), batch)
+        for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES_BATCHED))
+    ]
+    outputs: Counter = sum(parallel.current().map(output_shard, calls), Counter())
+    return continued_counts(outputs, judged, np.random.default_rng([seed, case_index]))
 
 
 def first_two_counts(

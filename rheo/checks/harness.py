@@ -90,6 +90,7 @@ import math
 import os
 import random
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1146,6 +1147,27 @@ def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
     return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
 
 
+def per_request_counts(
+    impl: Implementation,
+    name: str,
+    case: dict,
+    judged: Instance,
+    cycles: int,
+    seed: int,
+    case_index: int,
+    progress=None,
+) -> Counter:
+    """One case's continued outputs through the per-request protocol, in shards of
+    ``parallel.SHARD_CYCLES`` cycles, each with its own seed (``output_law_shard``)."""
+    calls = [
+        (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k))
+        for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
+    ]
+    if progress:
+        progress(f"  output law {name}: {cycles} cycles in {len(calls)} shards ({parallel.current().description})")
+    return sum(parallel.current().map(output_law_shard, calls), Counter())
+
+
 def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
     """One shard of the output-law check: ``cycles`` continued outputs of the implementation
     on ``case`` (``continued_outputs``), from the shard's own seed."""
@@ -1209,6 +1231,9 @@ def check_output_law(
     extra_cases: list[dict] | tuple = (),
     progress=None,
     min_cases: int = STATISTICAL_MIN_CASES,
+    counted: Callable[..., Counter] | None = None,
+    check: str = "output law",
+    data_extra: dict | None = None,
 ) -> Outcome:
     """Losslessness, statistically (docs/spec.md §5): on ``output_law_cases(level)`` and the
     user's ``extra_cases``, ``cycles`` cycles of the implementation per case, each output
@@ -1216,7 +1241,12 @@ def check_output_law(
     sampler_law if it has one, else docs/spec.md §0's p_T) to length D+1; the counts over
     V^(D+1) against p_T(Seq) by Pearson chi-square (``gof``; ``family_alpha`` split over the
     supported cases; the detectable TV at power 0.99 per case). A rejection writes the case,
-    the worst sequences (observed vs p_T) and the seed."""
+    the worst sequences (observed vs p_T) and the seed.
+
+    ``counted(impl, name, case, judged, cycles, seed, case_index, progress)`` gives one
+    case's continued counts (default ``per_request_counts``; the batched check passes its
+    own, rheo.checks.batched), ``check`` names the check in counterexample files."""
+    counted = counted or per_request_counts
     stat_cases = _named(output_law_cases(level) + list(extra_cases))
     supported, unsupported = _supported_cases(impl, stat_cases)
     judge = "its own sampler_law" if impl.has_sampler_law else "p_T of docs/spec.md §0"
@@ -1227,6 +1257,7 @@ def check_output_law(
         "minimum": min_cases,
         "cases": {},
         "unsupported": unsupported,
+        **(data_extra or {}),
     }
     if len(supported) < min_cases:
         return Outcome(
@@ -1237,36 +1268,30 @@ def check_output_law(
         )
     alpha = family_alpha / len(supported)
     data["alpha"] = alpha
-    lines, worst, differs = [], None, None
+    lines, worst, differs, seconds = [], None, None, 0.0
     index = {name: i for i, (name, _) in enumerate(stat_cases)}
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
+        t0 = time.perf_counter()
         try:
             law = sequence_law(judged)
-            calls = [
-                (shipped(impl), case, n, parallel.shard_seed(seed, index[name], k))
-                for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
-            ]
-            if progress:
-                progress(
-                    f"  output law {name}: {cycles} cycles in {len(calls)} shards ({parallel.current().description})"
-                )
-            counts: Counter = sum(parallel.current().map(output_law_shard, calls), Counter())
+            counts = counted(impl, name, case, judged, cycles, seed, index[name], progress)
             gap = sampler_law_difference(judged)
         except NotImplementedError:
             unsupported.append(name)
             continue
         except BadOutput as e:
             detail = f"the implementation broke the protocol on {name}: {e}"
-            payload = {"check": "output law", "implementation": impl.name, "case_name": name, "case": case}
+            payload = {"check": check, "implementation": impl.name, "case_name": name, "case": case}
             return Outcome("fail", detail, {**payload, "difference": str(e), "seed": seed}, data)
+        seconds += time.perf_counter() - t0
         res = gof(counts, law, alpha)
-        data["cases"][name] = _gof_json(res)
+        data["cases"][name] = {**_gof_json(res), "seconds": time.perf_counter() - t0}
         lines.append(_law_line(name, res, "lossless", "NOT lossless"))
         if gap is not None and (differs is None or gap[0] > differs["max_abs_difference"]):
             differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
         if res.reject and worst is None:
-            worst = law_counterexample("output law", impl, name, case, judge, seed, alpha, res, counts, law)
+            worst = law_counterexample(check, impl, name, case, judge, seed, alpha, res, counts, law)
     if len(data["cases"]) < min_cases:
         return Outcome(
             "fail",
@@ -1277,9 +1302,12 @@ def check_output_law(
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
     n, head = len(data["cases"]), law_head(data["cases"], worst, cycles)
+    data["cycles_per_second"] = n * cycles / seconds if seconds > 0 else None
+    rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
+    rate += f" on {data['device']}" if rate and "device" in data else ""
     detail = (
         f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "
-        f"{n} of {len(stat_cases)} cases supported, minimum {min_cases}): " + "; ".join(lines)
+        f"{n} of {len(stat_cases)} cases supported, minimum {min_cases}{rate}): " + "; ".join(lines)
     )
     if unsupported:
         detail += f"; unsupported: {', '.join(unsupported)}"
