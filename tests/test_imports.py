@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # import package -> folder (pyproject.toml's package-dir)
-FOLDERS = {"rheo": "rheo", "rheo.reference": "reference", "rheo.fastpath": "fastpath", "rheo.cases": "cases"}
+FOLDERS = {"rheo": "src/rheo", "rheo.reference": "reference", "rheo.fastpath": "fastpath", "rheo.cases": "cases"}
 OPTIONAL = ("torch", "transformers")
 
 # room -> rooms it may import (a room is a module-name prefix; the longest prefix wins)
@@ -50,7 +50,7 @@ ALLOWED = {
         "rheo.integrations",
     },
     "rheo.cases": set(),
-    "rheo": set(),  # rheo/__init__.py: the version and a map, nothing more
+    "rheo": set(),  # src/rheo/__init__.py: the version and a map, nothing more
 }
 
 
@@ -63,7 +63,7 @@ def _module_files() -> dict[str, Path]:
             parts = [p for p in rel.parts if p != "__init__"]
             name = ".".join([package, *parts])
             if any(name == p or name.startswith(p + ".") for p in FOLDERS if p != package and p.startswith(package)):
-                continue  # a folder mapped to another package (none inside rheo/ today)
+                continue  # a folder mapped to another package (none inside src/rheo/ today)
             out[name] = path
     return out
 
