@@ -4,7 +4,7 @@ only fight over them)."""
 
 import os
 
-from rheo.checks.profiles import register
+from rheo.checks.cases.profiles import register
 
 register()
 

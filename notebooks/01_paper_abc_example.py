@@ -91,7 +91,7 @@ for name, r in reports.items():
 # %% [markdown]
 # ## The counterexample Hypothesis finds on its own
 #
-# `rheo.checks.corpus` searches random small cases (vocabulary up to 5, any K, m, depth, budget,
+# `rheo.checks.cases.corpus` searches random small cases (vocabulary up to 5, any K, m, depth, budget,
 # temperature, sparse or not) for one where a constant proxy is lossy, and shrinks it. The
 # search is derandomized, so this cell prints the same case every run. The shrunk case is
 # the smallest one Hypothesis reaches; `cases/control-constant_proxy.json` is the saved copy
@@ -100,7 +100,7 @@ for name, r in reports.items():
 # %%
 from hypothesis import settings
 
-from rheo.checks.corpus import CONTROLS_BY_NAME, SEARCH_SETTINGS, corpus_entry, find_counterexample
+from rheo.checks.cases.corpus import CONTROLS_BY_NAME, SEARCH_SETTINGS, corpus_entry, find_counterexample
 
 control = CONTROLS_BY_NAME["constant_proxy"]
 found = corpus_entry(control, find_counterexample(control, settings(SEARCH_SETTINGS, max_examples=300)))

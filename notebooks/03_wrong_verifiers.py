@@ -33,7 +33,7 @@ import json
 import matplotlib.pyplot as plt
 
 from rheo.casefile import load_case
-from rheo.checks.gate import corpus_dir
+from rheo.checks.gate.reference_checks import corpus_dir
 from rheo.reference import certify
 from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact
 

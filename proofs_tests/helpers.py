@@ -1,5 +1,5 @@
 from rheo.casefile import load_case
-from rheo.checks.profiles import joint_draw_cap
+from rheo.checks.cases.profiles import joint_draw_cap
 from rheo.reference import certify
 
 

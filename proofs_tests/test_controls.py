@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rheo.checks.corpus import CONTROLS, CONTROLS_BY_NAME, find_counterexample
+from rheo.checks.cases.corpus import CONTROLS, CONTROLS_BY_NAME, find_counterexample
 
 from .helpers import describe, report
 
@@ -32,7 +32,7 @@ def test_wrong_variant_has_a_counterexample(name):
 @pytest.mark.parametrize("control", CONTROLS, ids=lambda c: c.name)
 def test_every_control_has_a_saved_counterexample(control):
     path = CORPUS / f"control-{control.name}.json"
-    assert path.exists(), f"run `python -m rheo.checks.corpus cases` to save {path.name}"
+    assert path.exists(), f"run `python -m rheo.checks.cases.corpus cases` to save {path.name}"
     saved = json.loads(path.read_text())
     assert saved["expected"]["control"] == control.name
     assert saved["expected"]["lossless"] is False

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 
 from rheo.casefile import load_case
-from rheo.checks.strategies import cases
+from rheo.checks.cases.strategies import cases
 from rheo.reference import class_cycle_law, naive_cycle_law
 
 from .helpers import describe

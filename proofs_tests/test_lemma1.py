@@ -5,8 +5,8 @@ from fractions import Fraction as F
 
 from hypothesis import given
 
-from rheo.checks.corpus import CONTROLS_BY_NAME, find_counterexample
-from rheo.checks.strategies import per_node_proxy_cases
+from rheo.checks.cases.corpus import CONTROLS_BY_NAME, find_counterexample
+from rheo.checks.cases.strategies import per_node_proxy_cases
 from rheo.reference import certify, make_instance
 
 from .helpers import cap, describe, report

@@ -4,7 +4,7 @@ shape."""
 from hypothesis import Phase, find, given, settings
 
 from rheo.casefile import load_case, validate_case
-from rheo.checks.strategies import cases, draft_prefixes, joint_draw_bound, per_node_proxy_cases
+from rheo.checks.cases.strategies import cases, draft_prefixes, joint_draw_bound, per_node_proxy_cases
 from rheo.reference.instance import prefix_key
 
 from .helpers import cap

@@ -5,7 +5,7 @@ differ."""
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.checks.strategies import cases
+from rheo.checks.cases.strategies import cases
 from rheo.reference import build_tree, enumerate_choices, make_instance
 
 from .helpers import cap, describe

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rheo.checks.strategies import cases
+from rheo.checks.cases.strategies import cases
 
 from .helpers import cap, describe, report
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.checks.strategies import cases
+from rheo.checks.cases.strategies import cases
 from rheo.reference import class_cycle_law
 from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact, per_node_optimum_lp, theorem3_alpha
 

@@ -10,7 +10,7 @@ The family's cases, counted from what tests/test_fastpath_statistical.py registe
   frequent first tokens.
 """
 
-from rheo.checks.sampling import quiet_cases
+from rheo.checks.statistics.sampling import quiet_cases
 
 from .devices import DEVICES
 

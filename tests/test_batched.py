@@ -1,4 +1,4 @@
-"""The batched torch protocol (rheo.checks.batched): the fastpath run through it is lossless
+"""The batched torch protocol (rheo.checks.statistics.batched): the fastpath run through it is lossless
 in law at batch scale and on a 32,000-token vocabulary; planted bugs in the same shape are
 caught; malformed answers are findings; continuing outputs by multinomial draws per output
 has the law of continuing each copy."""
@@ -12,15 +12,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.checks.batched import (  # noqa: E402
+from rheo.checks.gate.checklist import impl_checks  # noqa: E402
+from rheo.checks.protocol.inputs import law_instance  # noqa: E402
+from rheo.checks.protocol.load import Implementation, load_implementation  # noqa: E402
+from rheo.checks.protocol.outputs import BadOutput  # noqa: E402
+from rheo.checks.statistics.batched import (  # noqa: E402
     check_large_vocabulary,
     check_output_law_batched,
     continued_counts,
     read_result_batch,
 )
-from rheo.checks.gate import impl_checks  # noqa: E402
-from rheo.checks.goodness_of_fit import gof  # noqa: E402
-from rheo.checks.harness import BadOutput, Implementation, law_instance, load_implementation  # noqa: E402
+from rheo.checks.statistics.goodness_of_fit import gof  # noqa: E402
 from rheo.integrations.fastpath_protocol import Fastpath, FastpathOwnGenerator, FastpathPerRequest  # noqa: E402
 from rheo.testing.protocol import ReusedUniformBatched, SampleLastBatched  # noqa: E402
 
@@ -126,8 +128,8 @@ def test_continuing_each_output_by_one_multinomial_has_the_continued_law():
 def test_the_fastpath_through_the_per_request_protocol_is_the_reference():
     """The same fastpath, one request per call (trees converted by tree_formats): decision
     equality with the reference and exact certification pass."""
-    from rheo.checks.exact_impl import certify_implementation
-    from rheo.checks.harness import check_decisions
+    from rheo.checks.differential.decision_equality import check_decisions
+    from rheo.checks.exact.certify import certify_implementation
 
     impl = Implementation(FastpathPerRequest(), "per request")
     r = check_decisions(impl, 60, 0, min_compared=20)

@@ -4,8 +4,8 @@ with exact arithmetic."""
 from hypothesis import given
 
 from rheo.casefile import load_case
-from rheo.checks.corpus import CONTROLS_BY_NAME
-from rheo.checks.strategies import cases
+from rheo.checks.cases.corpus import CONTROLS_BY_NAME
+from rheo.checks.cases.strategies import cases
 from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
 
 

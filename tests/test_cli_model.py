@@ -27,7 +27,8 @@ def test_missing_hf_extra_names_the_install_command(no_transformers, capsys, arg
 
 
 def test_gate_real_model_check_skips_without_the_extra(no_transformers):
-    from rheo.checks.gate import gate_checks, real_model_check
+    from rheo.checks.gate.checklist import gate_checks
+    from rheo.checks.gate.fastpath_checks import real_model_check
     from rheo.checks.outcome import PROFILES
 
     assert real_model_check().name not in [c.name for c in gate_checks(PROFILES["quick"])]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rheo.casefile import load_case
-from rheo.checks.exact_impl import certify_implementation, check_exact
-from rheo.checks.harness import load_implementation
+from rheo.checks.exact.certify import certify_implementation
+from rheo.checks.exact.check import check_exact
+from rheo.checks.protocol.load import load_implementation
 from rheo.reference import certify, cycle_law
 from rheo.reference.generate import hashed_case
 
@@ -128,7 +129,7 @@ class FloatCoin:
     ids=["os.urandom", "float(u)"],
 )
 def test_randomness_that_cannot_be_followed_is_reported_not_guessed(obj, needle):
-    from rheo.checks.harness import Implementation
+    from rheo.checks.protocol.load import Implementation
 
     c = certify_implementation(Implementation(obj, "escape"), {**TOPK, "temperature": "1"})
     assert c.verdict == "unsupported" and needle in c.detail, c.summary()
@@ -153,7 +154,7 @@ def test_the_check_passes_with_the_cases_it_covered_and_fails_when_nothing_is_su
 
 
 def test_a_crash_is_a_finding_with_its_case():
-    from rheo.checks.harness import Implementation
+    from rheo.checks.protocol.load import Implementation
 
     class Crashes(FloatCoin):
         def verify(self, tree, target_logits, config, temperature, uniforms):

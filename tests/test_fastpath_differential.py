@@ -15,7 +15,7 @@ from hypothesis import event, given, note
 
 torch = pytest.importorskip("torch")
 
-from rheo.checks.differential import (  # noqa: E402
+from rheo.checks.differential.fastpath import (  # noqa: E402
     check_designed_ties,
     check_example,
     compare_batch,

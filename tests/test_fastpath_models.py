@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.checks.differential import compare_batch  # noqa: E402
+from rheo.checks.differential.fastpath import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
     FastConfig,
     TargetFilters,

@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.checks.goodness_of_fit import detectable_tv, gof  # noqa: E402
-from rheo.checks.sampling import (  # noqa: E402
+from rheo.checks.statistics.goodness_of_fit import detectable_tv, gof  # noqa: E402
+from rheo.checks.statistics.sampling import (  # noqa: E402
     cycle_law_test,
     exact_cycle_law,
     quiet_cases,
@@ -131,7 +131,7 @@ def _case(name, **override):
 
 
 def _continued_test(inst, **kw):
-    from rheo.checks.sampling import continued_law
+    from rheo.checks.statistics.sampling import continued_law
 
     L = inst.config.depth + 1
     counts = sample_cycles(inst, CI_CYCLES, seed=3, continue_to=L, **kw)
@@ -177,7 +177,7 @@ LARGE_CFG = FastConfig(K=4, depth=6, budget=16, m=1, beam=1, draft_top_k=128)
 
 
 def _large_vocab(cycles, seed):
-    from rheo.checks.sampling import sample_first_two, table_law
+    from rheo.checks.statistics.sampling import sample_first_two, table_law
     from rheo.testing import HashTableModel
 
     model = HashTableModel(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from rheo.checks import gate
-from rheo.checks.corpus import Control
+from rheo.checks.cases.corpus import Control
+from rheo.checks.cases.strategies import cases
 from rheo.checks.outcome import PROFILES, Check, CheckResult
-from rheo.checks.strategies import cases
 from rheo.reference.generate import hashed_case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def test_smoke_gate_passes_with_json_junit_and_counterexample_files(tmp_path):
     names = [c["name"] for c in out["checks"]]
     assert out["passed"] and out["summary"]["fail"] == 0
     assert all(c["verdict"] == "pass" for c in out["checks"]), [c for c in out["checks"] if c["verdict"] != "pass"]
-    from rheo.checks.corpus import CONTROLS
+    from rheo.checks.cases.corpus import CONTROLS
 
     for control in CONTROLS:
         check = next(c for c in out["checks"] if c["name"] == f"control: {control.name}")
@@ -72,7 +72,7 @@ def test_a_stale_corpus_file_fails_the_gate(tmp_path, monkeypatch):
     saved["verify"] = "rheo"  # the saved case no longer exercises the bug
     (tmp_path / "control-sample_last.json").write_text(json.dumps(saved))
     monkeypatch.setattr(gate, "corpus_dir", lambda: tmp_path)
-    from rheo.checks.corpus import CONTROLS_BY_NAME
+    from rheo.checks.cases.corpus import CONTROLS_BY_NAME
 
     [res] = gate.run_checks([gate.control_check(CONTROLS_BY_NAME["sample_last"])], SMOKE, tmp_path / "out")
     assert res.verdict == "fail" and "no longer caught" in res.detail
@@ -275,7 +275,7 @@ class SpecLoop:
 def test_the_cycle_law_check_is_listed_only_for_implementations_of_the_spec(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     from examples.loop_impl import LoopImplementation
-    from rheo.checks.harness import Implementation
+    from rheo.checks.protocol.load import Implementation
 
     names = [c.name for c in gate.impl_checks(Implementation(LoopImplementation(), "l"))]
     assert names == [
@@ -291,7 +291,7 @@ def test_the_cycle_law_check_is_listed_only_for_implementations_of_the_spec(monk
 
 def test_impl_matrix_covers_the_configuration_space_with_small_cases():
     from rheo.casefile import load_case
-    from rheo.checks.impl_cases import LEVELS, filter_boundaries, impl_matrix, output_law_cases
+    from rheo.checks.cases.matrix import LEVELS, filter_boundaries, impl_matrix, output_law_cases
 
     for level in LEVELS:
         matrix = impl_matrix(level)
@@ -336,8 +336,8 @@ def test_deep_profile_is_larger_than_quick():
 def test_a_fastpath_difference_is_saved_replayable(tmp_path, monkeypatch):
     """A (planted) difference fails the check; the saved file rebuilds the same example."""
     pytest.importorskip("torch")
-    import rheo.checks.differential as differential
-    from rheo.checks.decisions import RequestCheck
+    import rheo.checks.differential.fastpath as differential
+    from rheo.checks.differential.decisions import RequestCheck
 
     real = differential.check_example
     monkeypatch.setattr(
@@ -357,7 +357,7 @@ def test_a_fastpath_counterexample_file_of_the_earlier_format_still_replays():
     """Files written before the parameter schema was shared hold the FastConfig fields
     (``filters``, a float ``proxy``); their replay line builds a FastConfig from them."""
     pytest.importorskip("torch")
-    from rheo.checks.differential import check_example
+    from rheo.checks.differential.fastpath import check_example
     from rheo.fastpath import FastConfig, TargetFilters
 
     c = {
@@ -379,3 +379,31 @@ def test_a_fastpath_counterexample_file_of_the_earlier_format_still_replays():
     assert cfg.proxy.kind == "constant" and cfg.target_filters.top_p == 0.9
     checks = check_example({"case": (4, cfg), "seed": 3, "noise": 1.0, "zeros": 0.0, "temps": [1.0, 0.5, 0.0]})
     assert len(checks) == 3
+
+
+def test_counterexample_names_for_implementation_files_are_short_and_kept_apart(tmp_path):
+    """--impl path/file.py:Object names its files by the file's stem and the object (not a
+    mangled absolute path); a second file of the same name and object gets a short hash of
+    its path instead of overwriting the first one's counterexample. Module specs keep their
+    names."""
+    from rheo.checks.gate.run import impl_stem
+
+    first, second = tmp_path / "a" / "mine.py", tmp_path / "b" / "mine.py"
+    assert impl_stem(f"{first}:Buggy") == ("mine-buggy", str(first.resolve()))
+    assert impl_stem("examples.buggy_impl:ReusedUniform") == ("examples-buggy-impl-reuseduniform", None)
+
+    from rheo.checks.outcome import Outcome
+
+    def run(spec):
+        stem, owner = impl_stem(spec)
+        check = Check(
+            "x", "implementation", lambda p, g: Outcome("fail", "planted", {"check": "x"}), None, f"{stem}-x", owner
+        )
+        [res] = gate.run_checks([check], SMOKE, tmp_path / "out")
+        return Path(res.counterexample)
+
+    one, again, two = run(f"{first}:Buggy"), run(f"{first}:Buggy"), run(f"{second}:Buggy")
+    assert one.name == again.name == "mine-buggy-x.json"  # stable across runs
+    assert two.name.startswith("mine-buggy-x-") and len(two.stem) == len("mine-buggy-x-") + 6
+    assert json.loads(one.read_text())["implementation_file"] == str(first.resolve())
+    assert json.loads(two.read_text())["implementation_file"] == str(second.resolve())

@@ -18,20 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rheo.checks.harness import (
-    BadOutput,
-    Implementation,
-    ImplLoadError,
-    JudgedInstance,
-    check_cycle_law,
-    check_decisions,
-    check_output_law,
-    compare_decisions,
-    float_instance,
-    judged_instance,
-    load_implementation,
-    read_tree,
-)
+from rheo.checks.differential.decision_equality import check_decisions, compare_decisions
+from rheo.checks.protocol.inputs import float_instance
+from rheo.checks.protocol.judged import JudgedInstance, judged_instance
+from rheo.checks.protocol.load import Implementation, ImplLoadError, load_implementation
+from rheo.checks.protocol.outputs import BadOutput, read_tree
+from rheo.checks.statistics.cycle_law import check_cycle_law
+from rheo.checks.statistics.output_law import check_output_law
 from rheo.reference import Uniforms
 from rheo.reference.generate import hashed_case
 
@@ -102,7 +95,7 @@ def test_fragile_ties_are_set_aside_not_blamed():
     implementation's softmax rounds 1/4 and 1/2 on its own, so a tree whose budget cuts
     between them is set aside. A tie between 1/2 * 1/4 and 1/4 * 1/2 (the same two factors
     from one vector, in either order) is exact for any float implementation: compared."""
-    from rheo.checks.harness import fragile_tree
+    from rheo.checks.differential.decision_equality import fragile_tree
     from rheo.reference import UniformChooser
     from rheo.reference.tree import build_tree
 
@@ -505,8 +498,10 @@ def test_more_realistic_bugs_are_caught(name):
 
 def test_counterexample_files_are_named_by_implementation(tmp_path):
     """The README walkthrough: both buggy examples into one folder, then replay the first."""
-    from rheo.checks.gate import Profile, impl_checks, run_checks
-    from rheo.checks.harness import replay
+    from rheo.checks.differential.decision_equality import replay
+    from rheo.checks.gate import Profile
+    from rheo.checks.gate.checklist import impl_checks
+    from rheo.checks.gate.run import run_checks
 
     profile = Profile("t", "smoke", 0, False, 0, 0, 300, 2000)
     files = {}
@@ -547,11 +542,11 @@ def test_any_returned_tree_is_read_or_refused_as_a_finding(tree_fields):
 @given(result=st.dictionaries(st.sampled_from(["tokens", "accepted"]), _arrays()))
 @settings(max_examples=300, deadline=None)
 def test_any_returned_result_is_read_or_refused_as_a_finding(result):
-    from rheo.checks.harness import _read_result
+    from rheo.checks.protocol.outputs import read_result
 
     tree = {"tokens": [1, 2, 0], "parents": [-1, 0, 0]}
     try:
-        _read_result(result, tree, 4)
+        read_result(result, tree, 4)
     except BadOutput as e:
         assert "\n" not in str(e)
 
@@ -577,8 +572,8 @@ def test_whole_cycles_are_judged_exactly_and_in_law():
     """An implementation that has only ``cycle`` (draft, verify, emit in one call, its own
     randomness) is certified exactly and sampled; a lossy one is caught both ways."""
     from examples.transformers_style import EarlyStopChain, GreedyDraftChain
-    from rheo.checks.exact_impl import certify_implementation
-    from rheo.checks.gate import impl_checks
+    from rheo.checks.exact.certify import certify_implementation
+    from rheo.checks.gate.checklist import impl_checks
 
     good = Implementation(WholeCycle(EarlyStopChain()), "good")
     bad = Implementation(WholeCycle(GreedyDraftChain()), "bad")
@@ -601,7 +596,8 @@ def test_whole_cycles_are_judged_exactly_and_in_law():
      ([0.5], "must hold integers")],
 )  # fmt: skip
 def test_a_whole_cycle_that_emits_a_malformed_answer_is_a_finding(tokens, needle):
-    from rheo.checks.harness import call_cycle, law_instance
+    from rheo.checks.protocol.calls import call_cycle
+    from rheo.checks.protocol.inputs import law_instance
 
     class Emits:
         def cycle(self, *_):

@@ -17,14 +17,9 @@ import numpy as np
 import pytest
 
 from rheo.casefile import load_case
-from rheo.checks.harness import (
-    Implementation,
-    call_build_tree,
-    call_verify,
-    impl_cycle,
-    protocol_config,
-    reference_tree,
-)
+from rheo.checks.protocol.calls import call_build_tree, call_verify, impl_cycle
+from rheo.checks.protocol.inputs import protocol_config, reference_tree
+from rheo.checks.protocol.load import Implementation
 from rheo.reference import UniformChooser, Uniforms, make_instance
 from rheo.reference.generate import hashed_case
 from rheo.reference.tree import build_tree

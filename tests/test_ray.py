@@ -15,11 +15,12 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from rheo.checks import parallel  # noqa: E402
-from rheo.checks.exact_impl import check_exact  # noqa: E402
-from rheo.checks.gate import exact_matrix_check  # noqa: E402
-from rheo.checks.harness import check_output_law, load_implementation  # noqa: E402
-from rheo.checks.impl_cases import impl_matrix  # noqa: E402
+from rheo.checks.cases.matrix import impl_matrix  # noqa: E402
+from rheo.checks.exact.check import check_exact  # noqa: E402
+from rheo.checks.gate.reference_checks import exact_matrix_check  # noqa: E402
 from rheo.checks.outcome import PROFILES  # noqa: E402
+from rheo.checks.protocol.load import load_implementation  # noqa: E402
+from rheo.checks.statistics.output_law import check_output_law  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,8 +81,8 @@ def test_merged_verdicts_are_the_serial_run_s(on_ray, monkeypatch):
 
 def test_batched_shards_are_the_serial_run_s(on_ray):
     pytest.importorskip("torch")
-    from rheo.checks.batched import check_output_law_batched
-    from rheo.checks.harness import Implementation
+    from rheo.checks.protocol.load import Implementation
+    from rheo.checks.statistics.batched import check_output_law_batched
     from rheo.integrations.fastpath_protocol import Fastpath
 
     impl = Implementation(Fastpath(), "rheo.integrations.fastpath_protocol:Fastpath")

@@ -27,7 +27,7 @@ try:
 except hf.MissingModel as e:  # pragma: no cover - depends on the environment
     pytest.skip(str(e), allow_module_level=True)
 
-from rheo.checks.real_model import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
+from rheo.checks.statistics.real_model import PathTableLM, first_tokens_check, later_token_check  # noqa: E402
 from rheo.fastpath import FastConfig, run_cycle  # noqa: E402
 from rheo.integrations.eagle import load_head  # noqa: E402
 from rheo.integrations.spec_lm import SpecLM, autoregressive_generate, speculative_generate  # noqa: E402

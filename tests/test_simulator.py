@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rheo.casefile import load_case
-from rheo.checks.strategies import cases
+from rheo.checks.cases.strategies import cases
 from rheo.reference import Uniforms, build_tree, class_cycle_law, enumerate_choices, make_instance, simulate_cycle, walk
 
 

@@ -1,4 +1,4 @@
-"""rheo.checks.tracer: every random call the gate intercepts, every pattern it follows, and
+"""rheo.checks.exact.tracer: every random call the gate intercepts, every pattern it follows, and
 the uses it refuses, each on a function whose exact law is known."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from rheo.checks.tracer import Unsupported, enumerate_runs, probe_runs
+from rheo.checks.exact.tracer import Unsupported, enumerate_runs, probe_runs
 
 torch = pytest.importorskip("torch")
 

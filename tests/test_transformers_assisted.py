@@ -31,15 +31,11 @@ from transformers.generation.logits_process import (  # noqa: E402
 
 import rheo.integrations.transformers_assisted as ta  # noqa: E402
 from rheo.casefile import load_case  # noqa: E402
-from rheo.checks.exact_impl import certify_implementation, check_exact  # noqa: E402
-from rheo.checks.harness import (  # noqa: E402
-    Implementation,
-    check_output_law,
-    draft_logits_fn,
-    load_implementation,
-    protocol_config,
-    target_logits_fn,
-)
+from rheo.checks.exact.certify import certify_implementation  # noqa: E402
+from rheo.checks.exact.check import check_exact  # noqa: E402
+from rheo.checks.protocol.inputs import draft_logits_fn, protocol_config, target_logits_fn  # noqa: E402
+from rheo.checks.protocol.load import Implementation, load_implementation  # noqa: E402
+from rheo.checks.statistics.output_law import check_output_law  # noqa: E402
 from rheo.reference.generate import hashed_case  # noqa: E402
 
 MODULE = "rheo.integrations.transformers_assisted"

@@ -31,9 +31,11 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from rheo.casefile import load_case  # noqa: E402
-from rheo.checks.gate import impl_checks, run_checks  # noqa: E402
-from rheo.checks.harness import Implementation, protocol_config, reference_tree, target_logits  # noqa: E402
+from rheo.checks.gate.checklist import impl_checks  # noqa: E402
+from rheo.checks.gate.run import run_checks  # noqa: E402
 from rheo.checks.outcome import PROFILES  # noqa: E402
+from rheo.checks.protocol.inputs import protocol_config, reference_tree, target_logits  # noqa: E402
+from rheo.checks.protocol.load import Implementation  # noqa: E402
 from rheo.fastpath import FastConfig, Uniforms, build_tree  # noqa: E402
 from rheo.integrations import tree_formats  # noqa: E402
 from rheo.integrations.tree_formats import (  # noqa: E402

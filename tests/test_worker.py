@@ -1,4 +1,4 @@
-"""The implementation runs in a supervised worker (rheo.checks.worker): whatever it does,
+"""The implementation runs in a supervised worker (rheo.checks.protocol.worker): whatever it does,
 the gate reports a one-line finding naming the call and the case, exits 1 (or 2 when it
 cannot even be loaded), and still writes its JSON and JUnit."""
 

@@ -3,7 +3,7 @@ worker").
 
 Two figures, each measured side by side in one run:
 
-1. **per call**: ``harness._watched`` around a call that does nothing, with the worker's
+1. **per call**: ``watch.watched`` around a call that does nothing, with the worker's
    own hook (``worker.call_hook`` writing to shared memory) against no hook. Rounds
    alternate (A B A B ...) and the medians are compared; the difference is what every call
    into an implementation pays. Target: under 1 ms (it is well under a microsecond).
@@ -33,12 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from rheo.checks import harness, worker
-from rheo.checks.gate import impl_checks, run_checks
-from rheo.checks.goodness_of_fit import detectable_tv, merge_bins
-from rheo.checks.harness import Implementation, continued_outputs, law_instance, sequence_law
-from rheo.checks.impl_cases import output_law_cases
+from rheo.checks.cases.matrix import output_law_cases
+from rheo.checks.gate import supervised
+from rheo.checks.gate.checklist import impl_checks
+from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import FAMILY_ALPHA, PROFILES
+from rheo.checks.protocol import watch, worker
+from rheo.checks.protocol.inputs import law_instance
+from rheo.checks.protocol.load import Implementation, load_implementation
+from rheo.checks.statistics.goodness_of_fit import detectable_tv, merge_bins
+from rheo.checks.statistics.output_law import continued_outputs, sequence_law
 from rheo.reference import make_instance
 
 EXAMPLE = "examples.loop_impl:LoopImplementation"
@@ -54,17 +58,17 @@ def per_call(calls: int, rounds: int) -> dict:
     """Microseconds per watched call, with the worker's hook and without, alternating."""
     inst = make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], policy="rheo", K=3, m=1, depth=1, budget=2)
     hook = worker.call_hook(worker.shared_watch(multiprocessing.get_context("spawn")))
-    watched = harness._watched
+    watched = watch.watched
 
     def timed(h: Callable[[str, str, str], None] | None) -> float:
-        harness.set_call_hook(h)
+        watch.set_call_hook(h)
         try:
             t0 = time.perf_counter()
             for _ in range(calls):
                 watched("verify", inst, _nothing)
             return (time.perf_counter() - t0) / calls * 1e6
         finally:
-            harness.set_call_hook(None)
+            watch.set_call_hook(None)
 
     bare, hooked = [], []
     for _ in range(rounds):
@@ -85,7 +89,7 @@ def per_run(profile_name: str, rounds: int, progress: Callable[[str], object]) -
     profile = PROFILES[profile_name]
     inside, outside = [], []
     with tempfile.TemporaryDirectory() as out:
-        impl = harness.load_implementation(EXAMPLE)
+        impl = load_implementation(EXAMPLE)
         [check] = [c for c in impl_checks(impl) if CHECK in c.name]
         for r in range(rounds):
             progress(f"  round {r + 1}/{rounds}: in process ...")
@@ -94,7 +98,7 @@ def per_run(profile_name: str, rounds: int, progress: Callable[[str], object]) -
             inside.append(time.perf_counter() - t0)
             progress(f"  round {r + 1}/{rounds}: in a worker ...")
             t0 = time.perf_counter()
-            run = worker.run_impl_checks(EXAMPLE, None, profile, CHECK, Path(out), worker.Limits())
+            run = supervised.run_impl_checks(EXAMPLE, None, profile, CHECK, Path(out), worker.Limits())
             outside.append(time.perf_counter() - t0)
             [res_out] = run.results
             if (res_in.verdict, res_in.detail) != (res_out.verdict, res_out.detail):
@@ -126,7 +130,7 @@ def _tv_60s(rate: float, law: dict, cases: int) -> float:
 
 def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
     """Cycles per second of the fastpath through each protocol, side by side."""
-    from rheo.checks.batched import device_of, output_counts
+    from rheo.checks.statistics.batched import device_of, output_counts
     from rheo.integrations.fastpath_protocol import Fastpath, FastpathPerRequest
 
     cases = output_law_cases("quick")

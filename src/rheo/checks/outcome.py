@@ -1,9 +1,9 @@
 """What a check returns, and the profiles that size the checks (a leaf module).
 
-Every check (``rheo.checks.gate``) returns an ``Outcome``: a verdict (pass / fail / skip),
+Every check (``rheo.checks.gate`` runs them) returns an ``Outcome``: a verdict (pass / fail / skip),
 a one-line detail and, when it has one, a counterexample dict that the gate writes to a
 file. ``Profile`` sizes the checks: ``quick`` (the default), ``deep`` and ``smoke``;
-``matrix`` is also the level of the ``--impl`` case matrix (``rheo.checks.impl_cases``).
+``matrix`` is also the level of the ``--impl`` case matrix (``rheo.checks.cases.matrix``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class Profile:
     search_examples: int  # per negative control (fresh search)
     fresh_random: bool  # deep: a fresh random search each run (its seed is reported)
     fast_examples: int  # fastpath decision equality (x 3 requests each)
-    fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.checks.sampling.quiet_cases)
+    fast_cycles: int  # fastpath cycle-law samples per case (every case of rheo.checks.statistics.sampling.quiet_cases)
     impl_examples: int  # decision equality: cases searched
     impl_cycles: int  # output law and cycle law: cycles per case (rheo gate --cycles)
     real_first: int = 0  # real model (a): two-token samples per policy (0: the check is not in the profile)
@@ -104,6 +104,7 @@ class Check:
     run: Callable[[Profile, Progress | None], Outcome]
     needs_torch: bool = False  # skipped, with the install command, when torch is absent
     file_stem: str | None = None  # counterexample file name (default: from the check's name)
+    owner: str | None = None  # the resolved implementation file (--impl path.py:Object): names apart two of one name
 
 
 @dataclass

@@ -12,7 +12,7 @@ import json
 
 from rheo.bench.exact import run_bench_exact
 from rheo.bench.gate import run_bench_gate
-from rheo.checks.gate import INSTALL_TORCH
+from rheo.checks.gate.run import INSTALL_TORCH
 from rheo.cli import model
 from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, fail, progress
 

@@ -16,17 +16,18 @@ from pathlib import Path
 
 from rheo.casefile import read_case
 from rheo.checks import parallel
-from rheo.checks.gate import gate_checks, gate_verdict, junit_xml, render, run_checks, summary
-from rheo.checks.impl_cases import read_case_dir
+from rheo.checks.cases.matrix import read_case_dir
+from rheo.checks.gate.checklist import gate_checks
+from rheo.checks.gate.report import junit_xml, render
+from rheo.checks.gate.run import gate_verdict, run_checks, summary
+from rheo.checks.gate.supervised import run_impl_checks, run_replay
 from rheo.checks.outcome import PROFILES
-from rheo.checks.worker import (
+from rheo.checks.protocol.worker import (
     DEFAULT_CALL_TIMEOUT,
     BadReplay,
     Limits,
     LoadFailed,
     NothingMatched,
-    run_impl_checks,
-    run_replay,
 )
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, progress
 from rheo.reference import CaseError
@@ -65,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "                    the output law at 1,000,000 cycles per case, and V = 32,000 first and\n"
         "                    second tokens\n"
         'The protocol (build_tree and/or verify; or cycle for whole cycles) is in `python -c "import\n'
-        'rheo.checks.harness as h; help(h)"`, the batched one in rheo.checks.batched, and docs/gate.md,\n'
+        'rheo.checks.protocol as p; help(p)"`, the batched one in rheo.checks.statistics.batched, and docs/gate.md,\n'
         '"Checking another implementation".\n\n'
         "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"

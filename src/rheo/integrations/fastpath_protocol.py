@@ -1,6 +1,6 @@
 """The fastpath behind the gate's protocols: the batched one (``build_tree_batch`` /
-``verify_batch``, rheo.checks.batched) and the per-request one (``build_tree`` / ``verify``,
-rheo.checks.harness; one request per call, numpy in and out, the tree converted with
+``verify_batch``, rheo.checks.statistics.batched) and the per-request one (``build_tree`` / ``verify``,
+rheo.checks.protocol; one request per call, numpy in and out, the tree converted with
 rheo.integrations.tree_formats). The same algorithm through both, so that ``rheo bench
 gate`` measures what each protocol costs.
 

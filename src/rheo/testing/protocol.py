@@ -1,5 +1,5 @@
 """Planted bugs through the gate's batched protocol (``build_tree_batch`` / ``verify_batch``,
-rheo.checks.batched) that its checks must catch; the fastpath itself through the protocol
+rheo.checks.statistics.batched) that its checks must catch; the fastpath itself through the protocol
 is rheo.integrations.fastpath_protocol.
 
     rheo gate --impl rheo.testing.protocol:ReusedUniformBatched    # fails: one uniform twice

@@ -2,7 +2,7 @@
 
 ``sample_cycles`` runs the fastpath for many independent cycles of one reference instance
 (batched, a seeded ``torch.Generator``) and counts the outputs; ``cycle_law_test`` compares
-the counts with the exact cycle law from ``rheo.reference`` by ``rheo.checks.goodness_of_fit.gof``.
+the counts with the exact cycle law from ``rheo.reference`` by ``rheo.checks.statistics.goodness_of_fit.gof``.
 ``tamper`` plants an implementation bug in the uniforms (e.g. one uniform reused for two
 decisions) for the calibration tests.
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from rheo.checks.goodness_of_fit import GofResult, gof
+from rheo.checks.statistics.goodness_of_fit import GofResult, gof
 from rheo.fastpath import FastConfig, TargetFilters, Uniforms, build_tree, run_cycle, target_law, verify
 from rheo.reference import cycle_law, target_sequence_probability
 from rheo.reference.params import Params

@@ -2,7 +2,7 @@
 
 (a) ``first_tokens_check``: the first emitted token against the target's exact law after
     the prompt (one forward), and the second against the exact law given the first, for
-    the most frequent first tokens; one-sample chi-square tests (``rheo.checks.goodness_of_fit.gof``).
+    the most frequent first tokens; one-sample chi-square tests (``rheo.checks.statistics.goodness_of_fit.gof``).
     Samples come from ``PathTableLM``: many requests at the same prompt, the laws computed
     from the real target and head by plain causal forwards (no KV cache, no tree mask)
     and memoized by token path, so tens of thousands of cycles fit in minutes.
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from scipy import stats as sstats
 
-from rheo.checks.goodness_of_fit import detectable_tv, gof, merge_bins
+from rheo.checks.statistics.goodness_of_fit import detectable_tv, gof, merge_bins
 from rheo.fastpath import DraftQuery, DraftTree, Params, VerifyResult, run_cycle
 from rheo.integrations.eagle import causal_mask
 from rheo.integrations.spec_lm import SpecLM
@@ -205,12 +205,12 @@ def first_tokens_check(
     a = alpha / tests
     first = collections.Counter(p[0] for p in pairs)
     results = [
-        {"token": "first", "given": None, **_gof_json(gof(first, _law(model.target_law_logits(()), temperature), a))}
+        {"token": "first", "given": None, **gof_json(gof(first, _law(model.target_law_logits(()), temperature), a))}
     ]
     for x, _ in first.most_common(second):
         cond = collections.Counter(p[1] for p in pairs if p[0] == x)
         law = _law(model.target_law_logits((x,)), temperature)
-        results.append({"token": "second", "given": x, **_gof_json(gof(cond, law, a))})
+        results.append({"token": "second", "given": x, **gof_json(gof(cond, law, a))})
     return {
         "samples": samples,
         "alpha_total": alpha,
@@ -221,7 +221,7 @@ def first_tokens_check(
     }
 
 
-def _gof_json(r) -> dict:
+def gof_json(r) -> dict:
     return {
         "reject": r.reject,
         "n": r.n,

@@ -4,7 +4,7 @@ Both engines get the same uniforms; the fastpath runs a whole batch at once, the
 ``simulate_cycle`` runs each request on a float64 ``Instance`` holding the same laws. They
 must build the same T_R (tokens, kinds, slot paths) and emit the same output along the same
 accepted path, wherever no decision is within ``MARGIN`` of its threshold
-(``rheo.checks.decisions``). Needs torch.
+(``rheo.checks.differential.decisions``). Needs torch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from rheo.checks.decisions import MARGIN, RequestCheck, reference_cycle
+from rheo.checks.differential.decisions import MARGIN, RequestCheck, reference_cycle
 from rheo.fastpath import FastConfig, TargetFilters, verify
 from rheo.fastpath import Uniforms as FastUniforms
 from rheo.fastpath import build_tree as fast_build_tree

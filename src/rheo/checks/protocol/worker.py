@@ -1,13 +1,13 @@
-"""The implementation in a supervised worker process (``rheo gate --impl``).
+"""An implementation in a supervised worker process (``rheo gate --impl``).
 
-The gate's own process never imports user code. ``run_impl_checks`` starts a worker (a
-fresh interpreter, ``multiprocessing`` spawn), which loads the implementation, runs the
-implementation checks of ``rheo.checks.gate`` (exact certification and the statistics run
-there, next to the code they intercept) and sends back only their results. Before and
-after every call into the implementation the worker reports it (``harness.set_call_hook``),
-(in shared memory, a fraction of a microsecond per call), so the parent knows which call,
-on which case, is running. Whatever the implementation
-does, the parent reports it as a finding on the check that was running, in one line:
+The gate's own process never imports user code. ``session`` starts a worker (a fresh
+interpreter, ``multiprocessing`` spawn), which loads the implementation and runs the job's
+``runner`` (a ``module:function`` name, loaded in the worker: the gate's jobs are in
+``rheo.checks.gate.supervised``), which sends back only results. Before and after every
+call into the implementation the worker reports it (``watch.set_call_hook``, in shared
+memory, a fraction of a microsecond per call), so the parent knows which call, on which
+case, is running. Whatever the implementation does, the parent reports it as a finding on
+the check that was running, in one line:
 
 - it exits (``sys.exit``, ``os._exit``) or is killed (a segfault, the memory limit):
   *implementation exited with status 0 during verify on case V=3, policy rheo, ...*;
@@ -16,15 +16,14 @@ does, the parent reports it as a finding on the check that was running, in one l
 - it prints: its stdout and stderr go to files, never to the gate's stdout (so ``--json``
   stays one JSON object); their last lines are shown, trimmed, with a finding.
 
-After a finding that killed the worker, a fresh one runs the remaining checks. Memory is
-limited with ``resource.RLIMIT_AS`` (``--memory-limit``, MiB) where the platform has it.
-An implementation that cannot be loaded (an import, syntax or constructor error, or an
-exit while loading) raises ``LoadFailed``: bad input, exit 2.
+Memory is limited with ``resource.RLIMIT_AS`` (``--memory-limit``, MiB) where the platform
+has it. An implementation that cannot be loaded (an import, syntax or constructor error, or
+an exit while loading) raises ``LoadFailed``: bad input, exit 2.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import multiprocessing
 import os
 import signal
@@ -32,14 +31,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from rheo.checks import harness, parallel
-from rheo.checks.exact_impl import replay_exact
-from rheo.checks.gate import impl_checks, run_checks
-from rheo.checks.outcome import CheckResult, Profile, Progress
+from rheo.checks import parallel
+from rheo.checks.outcome import CheckResult, Progress
+from rheo.checks.protocol.load import ImplLoadError, load_implementation
+from rheo.checks.protocol.watch import set_call_hook
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call into the implementation
 POLL = 0.05  # seconds between the parent's looks at the worker
@@ -131,64 +129,23 @@ def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | 
 
     hook = call_hook(watch)
     try:
-        impl = harness.load_implementation(job["spec"])
-    except harness.ImplLoadError as e:
+        impl = load_implementation(job["spec"])
+    except ImplLoadError as e:
         conn.send(("load_error", str(e)))
         return
     conn.send(("loaded", impl.provides()))
-    harness.set_call_hook(hook)
+    set_call_hook(hook)
+    module, _, name = job["runner"].partition(":")
+    runner = getattr(importlib.import_module(module), name)
     try:
-        if job["kind"] == "replay":
-            try:
-                answer = _replay(impl, job["path"])
-            except (KeyError, ValueError, TypeError) as e:
-                conn.send(("bad_replay", f"{type(e).__name__}: {e}"))
-                return
-            conn.send(("replay", *answer))
-        else:
-            _run(conn, impl, job)
+        runner(conn, impl, job)
     except Exception as e:  # a bug of rheo's own: reported with its traceback, as a failed check
         conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
     conn.send(("done",))
 
 
-def _replay(impl: Any, path: str) -> tuple[dict, str, int]:
-    """(JSON answer, text answer, exit status) of ``--replay`` (rheo.cli.gate prints them)."""
-    saved = json.loads(Path(path).read_text(encoding="utf-8"))
-    if isinstance(saved, dict) and saved.get("check") == "exact certification":
-        cert = replay_exact(impl, saved)
-        passed = cert.verdict == "lossless"
-        return {"passed": passed, "check": "exact certification", **cert.to_json()}, cert.summary(), 0 if passed else 1
-    cmp = harness.replay(impl, path)
-    out = {
-        "status": cmp.check.status,
-        "detail": cmp.check.detail,
-        "reference": cmp.reference,
-        "implementation": cmp.implementation,
-    }
-    text = f"{cmp.check.status}: {cmp.check.detail or 'same decisions'}"
-    return out, text, 1 if cmp.check.status == "differs" else 0
-
-
-def _run(conn: Any, impl: Any, job: dict) -> None:
-    checks = impl_checks(impl, job["extra_cases"])
-    if job["only"]:
-        matched = [c for c in checks if job["only"].lower() in c.name.lower()]
-        if not matched:
-            conn.send(("nothing_matched", [c.name for c in checks]))
-            return
-        checks = matched
-    conn.send(("checks", [c.name for c in checks]))
-    for i, check in enumerate(checks):
-        if i < job["start"]:
-            continue
-        conn.send(("start", i))
-        [result] = run_checks([check], job["profile"], Path(job["out_dir"]), progress=None)
-        conn.send(("result", i, asdict(result)))
-
-
-# ---- the gate's side ----
+# ---- the parent's side ----
 
 
 @dataclass
@@ -211,7 +168,7 @@ def _exit_words(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-def _session(job: dict, limits: Limits, deadline: float | None, results: dict, progress: Progress | None) -> _Session:
+def session(job: dict, limits: Limits, deadline: float | None, results: dict, progress: Progress | None) -> _Session:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     folder = tempfile.mkdtemp(prefix="rheo-worker-")
@@ -287,73 +244,3 @@ def _session(job: dict, limits: Limits, deadline: float | None, results: dict, p
         elif kind == "done":
             proc.join(5)
             return s
-
-
-@dataclass
-class Run:
-    results: list[CheckResult]
-    provides: str
-
-
-def run_impl_checks(
-    spec: str,
-    extra_cases: list[dict] | None,
-    profile: Profile,
-    only: str | None,
-    out_dir: Path,
-    limits: Limits,
-    progress: Progress | None = None,
-    ray: str | None = None,
-) -> Run:
-    """The implementation checks of ``spec``, each run in a supervised worker (see the
-    module docstring). Raises LoadFailed or NothingMatched (bad input)."""
-    deadline = time.monotonic() + limits.timeout if limits.timeout else None
-    results: dict[int, CheckResult] = {}
-    start, names, provides = 0, None, ""
-    while True:
-        job = {
-            "kind": "checks",
-            "spec": spec,
-            "extra_cases": extra_cases,
-            "only": only,
-            "profile": profile,
-            "out_dir": str(out_dir),
-            "start": start,
-            "cwd": os.getcwd(),
-            "ray": ray,
-        }
-        t0 = time.monotonic()
-        s = _session(job, limits, deadline, results, progress)
-        names, provides = s.names or names, s.provides or provides
-        if s.finding is None:
-            break
-        if names is None:  # it died before it listed its checks: nothing else can run
-            raise LoadFailed(f"--impl {spec}: {s.finding}")
-        index = s.current if s.current is not None else len(results)
-        if index < len(names):
-            results[index] = CheckResult(names[index], "implementation", "fail", time.monotonic() - t0, s.finding)
-            if progress:
-                progress(f"      fail: {s.finding}")
-        start = index + 1
-        if start >= len(names):
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            for i in range(start, len(names)):
-                results[i] = CheckResult(
-                    names[i], "implementation", "fail", 0.0, "not run: the whole run reached --timeout"
-                )
-            break
-    return Run([results[i] for i in sorted(results)], provides)
-
-
-def run_replay(spec: str, path: str, limits: Limits) -> tuple[dict, str, int]:
-    """``--replay`` in a supervised worker: (JSON answer, text answer, exit status). A
-    finding (an exit, a timeout) gives exit status 1 and says so."""
-    job = {"kind": "replay", "spec": spec, "path": str(Path(path).resolve()), "cwd": os.getcwd()}
-    deadline = time.monotonic() + limits.timeout if limits.timeout else None
-    s = _session(job, limits, deadline, {}, None)
-    if s.finding is not None:
-        return {"status": "differs", "detail": s.finding}, f"differs: {s.finding}", 1
-    assert s.replay is not None  # a session that ended without a finding sent its answer
-    out, text, code = s.replay
-    return out, text, code

@@ -1,8 +1,8 @@
-"""Random values the gate can follow (``rheo.checks.tracer`` runs an implementation with
+"""Random values the gate can follow (``rheo.checks.exact.tracer`` runs an implementation with
 them): a ``Trace`` of the answers given so far, ``SymScalar`` (a random Python number: a
 variable in an interval, mapped by the implementation's own monotone operations), and the
 stand-ins for Python's ``random`` and NumPy's generators. torch's are in
-``rheo.checks.random_values_torch``.
+``rheo.checks.exact.random_values_torch``.
 
 Specification: docs/spec.md §7.
 """

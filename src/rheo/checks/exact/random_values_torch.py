@@ -1,5 +1,5 @@
-"""torch's random calls followed exactly (``rheo.checks.tracer`` for the idea; the Python
-and NumPy side is ``rheo.checks.random_values``).
+"""torch's random calls followed exactly (``rheo.checks.exact.tracer`` for the idea; the Python
+and NumPy side is ``rheo.checks.exact.random_values``).
 
 ``RandomMode`` (a ``TorchFunctionMode``) answers ``torch.rand``, ``rand_like``,
 ``Tensor.uniform_`` and ``Tensor.exponential_`` with a ``SymTensor`` (one variable per
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rheo.checks.random_values import MANTISSA_BITS, SymScalar, Trace, call_site, unsupported
+from rheo.checks.exact.random_values import MANTISSA_BITS, SymScalar, Trace, call_site, unsupported
 
 _SENTINEL = object()
 _COMPARE = {

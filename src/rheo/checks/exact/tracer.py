@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.random_values import (
+from rheo.checks.exact.random_values import (
     _ORIGINALS,
     SymGenerator,
     SymRandom,
@@ -134,7 +134,7 @@ def intercepted(trace: Trace, roots: list[str] | None = None, objects: tuple = (
         setattr(owner, name, SymRandom(trace) if isinstance(value, _PY_RANDOM) else SymGenerator(trace))
     mode = None
     if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
-        from rheo.checks.random_values_torch import RandomMode  # needs torch
+        from rheo.checks.exact.random_values_torch import RandomMode  # needs torch
 
         mode = RandomMode(trace)
         mode.__enter__()

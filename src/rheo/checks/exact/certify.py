@@ -1,0 +1,287 @@
+"""Exact certification of one case (``certify_implementation``): the law of the
+implementation's tree builder (its handed uniforms bisected, or its own draws enumerated by
+``rheo.checks.exact.tracer``), then of its verifier on each tree, or of whole ``cycle``
+calls; the output law continued to length D+1 against p_T (``rheo.reference.certify``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
+from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
+from rheo.checks.exact.tracer import RunCap, Trace, Unsupported, enumerate_runs, intercepted, probe_runs
+from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_verify
+from rheo.checks.protocol.inputs import KIND_NAMES, law_instance, protocol_config, reference_tree
+from rheo.checks.protocol.judged import judged_instance
+from rheo.checks.protocol.load import Implementation
+from rheo.checks.protocol.outputs import BadOutput
+from rheo.reference import Uniforms, enumerate_choices
+from rheo.reference.certify import max_deviation
+from rheo.reference.instance import Instance
+from rheo.reference.tree import LabelledTree
+from rheo.reference.tree import build_tree as reference_build_tree
+from rheo.reference.verify import verification_law
+
+
+def _roots(impl: Implementation) -> list[str]:
+    """Where random functions bound to names of the implementation's own are patched: the
+    top-level packages of its class and base classes, and the folders of their files (so a
+    helper module beside a loose file is covered)."""
+    mods = {c.__module__ for c in type(impl.obj).__mro__} | {getattr(impl.obj, "__module__", "") or ""}
+    mods = {m for m in mods if m and m.split(".")[0] not in ("builtins", "numpy", "torch", "rheo")}
+    out = {m.split(".")[0] for m in mods}
+    for m in mods:
+        path = getattr(sys.modules.get(m), "__file__", None)
+        if path:
+            out.add(os.path.dirname(os.path.abspath(path)))
+    return sorted(out)
+
+
+def _walk_uniforms(inst: Instance, values: np.ndarray) -> Uniforms:
+    c = inst.config
+    D, K = c.depth, c.K
+    rows = values.reshape(D + 1, K + 2)
+    return Uniforms(
+        [0.5] * (1 + c.B * (D - 1)), rows[:, 0].tolist(), rows[:, 1 : K + 1].tolist(), rows[:, K + 1].tolist()
+    )
+
+
+def _draw_uniforms(inst: Instance, values: np.ndarray) -> Uniforms:
+    c = inst.config
+    D, K = c.depth, c.K
+    return Uniforms(values.tolist(), [0.5] * (D + 1), [[0.5] * K for _ in range(D + 1)], [0.5] * (D + 1))
+
+
+def _tree_key(t: dict) -> tuple:
+    rows = []
+    for i in range(len(t["tokens"])):
+        probs = tuple(np.asarray(t["sample_probs"][i]).tolist()) if t["kinds"][i] == 1 else ()
+        rows.append((t["slot_paths"][i], t["paths"][i], t["kinds"][i], probs))
+    return tuple(sorted(rows))
+
+
+class _OwnDraws(Exception):
+    pass
+
+
+def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -> Any:
+    """Run ``call`` (an implementation that follows the handed uniforms): a draw of its own
+    would make its law random given the uniforms, which this path cannot follow."""
+    trace = Trace()
+    with intercepted(trace, roots, (impl.obj,)):
+        out = call()
+    if trace.draws:
+        raise Unsupported(
+            f"it declares that it follows the handed uniforms but drew its own randomness ({trace.origins[0]}); "
+            "set follows_uniforms = False"
+        )
+    return out
+
+
+def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng) -> tuple[dict, int]:
+    """{tree key: (probability, tree dict)} and the lowest precision compared."""
+    trees: dict[tuple, list] = {}
+    bits = 53
+
+    def add(prob: float, t: dict, backend: float | None = None) -> None:
+        key = _tree_key(t)
+        if key not in trees:
+            trees[key] = [0.0, t, 0.0]
+        trees[key][0] += prob
+        trees[key][2] += prob if backend is None else backend
+
+    if not impl.builds_trees:
+        for prob, tree in enumerate_choices(lambda ch: reference_build_tree(inst, ch), 1.0):
+            add(float(prob), reference_tree(inst, tree))
+        return trees, bits
+    E = 1 + inst.config.B * (inst.config.depth - 1)
+    if impl.follows_uniforms:
+        built: dict[tuple, dict] = {}
+
+        def fn(values: np.ndarray) -> tuple:
+            t = _no_draws(impl, lambda: call_build_tree(impl, inst, _draw_uniforms(inst, values)), roots)
+            key = _tree_key(t)
+            built[key] = t
+            return key
+
+        leaves, structure = handed_law(fn, E, counter)
+        for prob, key in leaves:
+            add(prob, built[key])
+        probe_handed(fn, E, structure, rng, "build_tree")
+        return trees, bits
+    fixed = _draw_uniforms(inst, np.full(E, 0.5))
+    seen: dict[tuple, tuple] = {}
+    runs = [0]
+    for leaf in enumerate_runs(
+        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+    ):
+        add(leaf.prob, leaf.result, leaf.prob_backend)
+        seen[leaf.script] = _tree_key(leaf.result)
+        bits = min(bits, leaf.bits)
+    counter.runs += runs[0]
+    for script, t in probe_runs(
+        lambda: call_build_tree(impl, inst, _draw_uniforms(inst, rng.random(E))),
+        roots,
+        int(rng.integers(2**31)),
+        PROBES,
+        (impl.obj,),
+    ):
+        if seen.get(script) != _tree_key(t):
+            raise Unsupported(
+                "build_tree: a replay with random answers and scrambled seeds gave another tree: it uses "
+                f"randomness this check does not intercept ({ESCAPES})"
+            )
+    return trees, bits
+
+
+def _walk_law(
+    impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int
+) -> tuple[dict, dict, int]:
+    """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
+    uniform on its generator's grid (the backend law), and the lowest precision compared."""
+    law: dict[tuple, float] = defaultdict(float)
+    backend: dict[tuple, float] = defaultdict(float)
+    if not impl.verifies:
+        labelled = LabelledTree(
+            (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
+        )
+        for o, pr in verification_law(inst, labelled).items():
+            law[o] += float(pr)
+        return law, law, 53
+    c = inst.config
+    n = (c.depth + 1) * (c.K + 2)
+    if impl.follows_uniforms:
+
+        def fn(values: np.ndarray) -> tuple:
+            out = _no_draws(impl, lambda: call_verify(impl, inst, tree, _walk_uniforms(inst, values)), roots)
+            return out[0], tuple(out[1])
+
+        leaves, structure = handed_law(fn, n, counter)
+        for prob, (tokens, _) in leaves:
+            law[tokens] += prob
+        probe_handed(fn, n, structure, rng, "verify")
+        return law, law, 53
+    fixed = _walk_uniforms(inst, np.full(n, 0.5))
+    seen: dict[tuple, tuple] = {}
+    runs = [0]
+    bits = 53
+    for leaf in enumerate_runs(
+        lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+    ):
+        law[leaf.result[0]] += leaf.prob
+        backend[leaf.result[0]] += leaf.prob_backend
+        seen[leaf.script] = leaf.result
+        bits = min(bits, leaf.bits)
+    counter.runs += runs[0]
+    for script, out in probe_runs(
+        lambda: call_verify(impl, inst, tree, _walk_uniforms(inst, rng.random(n))),
+        roots,
+        int(rng.integers(2**31)),
+        probes,
+        (impl.obj,),
+    ):
+        if seen.get(script) != out:
+            raise Unsupported(
+                "verify: a replay with random answers and scrambled seeds gave another output: it uses randomness "
+                f"this check does not intercept ({ESCAPES})"
+            )
+    return law, backend, bits
+
+
+def _cycle_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng
+) -> tuple[dict, dict, int]:
+    """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
+    backend law beside it, and the lowest precision compared: every run of its intercepted
+    draws, as for a verifier with its own randomness."""
+    law: dict[tuple, float] = defaultdict(float)
+    backend: dict[tuple, float] = defaultdict(float)
+    seen: dict[tuple, tuple] = {}
+    runs = [0]
+    bits = 53
+    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, counter.cap - counter.runs, runs, (impl.obj,)):
+        law[leaf.result] += leaf.prob
+        backend[leaf.result] += leaf.prob_backend
+        seen[leaf.script] = leaf.result
+        bits = min(bits, leaf.bits)
+    counter.runs += runs[0]
+    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, int(rng.integers(2**31)), PROBES, (impl.obj,)):
+        if seen.get(script) != out:
+            raise Unsupported(
+                "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
+                f"this check does not intercept ({ESCAPES})"
+            )
+    return law, backend, bits
+
+
+def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0) -> Certificate:
+    """The implementation's exact output law on ``case`` and its deviation from the target
+    (docs/spec.md §5)."""
+    t0 = time.perf_counter()
+    inst = law_instance(case)  # float64 tables; exact cases keep their exact target laws, rounded once
+    cert = Certificate(case, "skipped")
+    if not impl.supports(protocol_config(inst)):
+        cert.detail = "the implementation does not support this configuration"
+        return cert
+    roots = _roots(impl)
+    counter = CallCounter(max_runs)
+    rng = np.random.default_rng(seed)
+    try:
+        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng)
+        law: dict[tuple, float] = defaultdict(float)
+        law_backend: dict[tuple, float] = defaultdict(float)
+        if impl.runs_cycles:
+            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng)
+        probes = max(2, PROBES // max(1, len(trees)))
+        for w_tree, tree, w_backend in trees.values():
+            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)
+            bits = min(bits, b)
+            for o, pr in walk.items():
+                law[o] += w_tree * pr
+            for o, pr in walk_backend.items():
+                law_backend[o] += w_backend * pr
+    except NotImplementedError as e:
+        cert.detail = f"the implementation raised NotImplementedError ({e})"
+        return cert
+    except RunCap as e:
+        cert.verdict, cert.detail = "unsupported", f"more than {e.args[0]} runs were needed (the cap): not finished"
+        cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
+        return cert
+    except Unsupported as e:
+        cert.verdict, cert.detail = "unsupported", str(e)
+        cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
+        return cert
+    except BadOutput as e:
+        cert.verdict, cert.detail = "crashed", f"malformed output: {e}"
+        return cert
+    except Exception as e:  # the implementation crashed: a finding, with its message
+        cert.verdict, cert.detail = "crashed", f"{type(e).__name__}: {e}"
+        cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
+        return cert
+    cert.runs, cert.trees, cert.outputs = counter.runs, len(trees), len(law)
+    tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
+    cert.tolerance = tol
+    total = sum(law.values())
+    if not math.isfinite(total) or abs(total - 1) > tol:
+        cert.verdict = "unsupported"
+        cert.detail = f"the enumerated law sums to {total:.12g}, not 1: some randomness was not followed"
+        cert.seconds = time.perf_counter() - t0
+        return cert
+    judged = judged_instance(impl, inst)
+    dev = max_deviation(judged, dict(law))
+    cert.deviation, cert.sequence = float(dev.value), list(dev.sequence)
+    cert.continued, cert.target = float(dev.continued), float(dev.target)
+    cert.law = dict(law)
+    cert.backend_deviation = float(max_deviation(judged, dict(law_backend)).value)
+    cert.verdict = "lossless" if cert.deviation <= tol else "not lossless"
+    cert.seconds = time.perf_counter() - t0
+    return cert

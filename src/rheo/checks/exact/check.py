@@ -1,0 +1,144 @@
+"""The gate's exact-certification check: every case certified (in parallel pieces,
+``rheo.checks.parallel``), then a Hypothesis search over small supported cases for one the
+implementation is not lossless on, shrunk; ``replay_exact`` reruns a saved certificate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+
+from rheo.checks import parallel
+from rheo.checks.cases.corpus import shrunk_search
+from rheo.checks.cases.strategies import cases_from_configs, config_pool
+from rheo.checks.exact.certificate import MAX_RUNS, Certificate
+from rheo.checks.exact.certify import certify_implementation
+from rheo.checks.outcome import Outcome
+from rheo.checks.protocol.inputs import case_config
+from rheo.checks.protocol.load import Implementation, implementation_of, shipped
+from rheo.checks.protocol.watch import describe
+from rheo.reference.params import Params
+
+SEARCH_POOL = 600  # configurations drawn before the search; the small ones the implementation supports are searched
+
+
+def search_strategy(impl: Implementation, seed: int = 0):
+    """Small cases for the Hypothesis search, drawn only from configurations the
+    implementation supports (V <= 4, K <= 3, depth <= 2; every policy, m, beam, budget,
+    T in {0, 1/3, 1/2, 1}, sparse on/off, target filters; half with dyadic draft laws, so
+    exact score ties are common), simplest first. None when it supports none of them."""
+    small = [
+        c
+        for c in config_pool(seed, SEARCH_POOL)
+        if c["vocab_size"] <= 4 and c["K"] <= 3 and c["depth"] <= 2 and impl.supports(case_config(c))
+    ]
+    if not small:
+        return None
+    return st.one_of(cases_from_configs(small), cases_from_configs(small, dyadic_draft=True))
+
+
+def describe_case(case: dict) -> str:
+    """The configuration of a case dict in one line: every key that is set (``harness.describe``)."""
+    return describe(case["vocab_size"], Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case}))
+
+
+def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dict[str, Any]:
+    return {
+        "check": "exact certification",
+        "implementation": impl.name,
+        "verdict": "not lossless (exact)",
+        "shrunk": shrunk,
+        **cert.to_json(),
+        "case": cert.case,
+        "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
+        "replay": f"rheo gate --impl {impl.name} --replay FILE",
+    }
+
+
+def exact_case(ref: Implementation | str, case: dict, max_runs: int) -> Certificate:
+    """One case of the exact-certification check (a piece of work: rheo.checks.parallel)."""
+    return certify_implementation(implementation_of(ref), case, max_runs)
+
+
+def check_exact(
+    impl: Implementation,
+    cases: list[dict],
+    search_examples: int = 0,
+    seed: int | None = 0,
+    max_runs: int = MAX_RUNS,
+    progress: Callable[[str], None] | None = None,
+):
+    """Certify the implementation exactly on ``cases``; then let Hypothesis search
+    ``search_examples`` small cases for one it is not lossless on and shrink it."""
+    if progress:
+        progress(f"  exact: {len(cases)} cases ({parallel.current().description})")
+    certs: list[Certificate] = parallel.current().map(exact_case, [(shipped(impl), case, max_runs) for case in cases])
+    if progress:
+        for i, cert in enumerate(certs, 1):
+            if cert.verdict not in ("lossless", "skipped") or i % 10 == 0 or i == len(cases):
+                progress(f"  exact {i}/{len(cases)}: {cert.summary()}")
+    done = [c for c in certs if c.verdict in ("lossless", "not lossless")]
+    bad = [c for c in certs if c.verdict == "not lossless"]
+    refused = [c for c in certs if c.verdict == "unsupported"]
+    data: dict[str, Any] = {
+        "cases": [c.to_json() for c in certs if c.verdict != "skipped"],
+        "certified": len(done),
+        "unsupported_configurations": sum(c.verdict == "skipped" for c in certs),
+        "runs": sum(c.runs for c in certs),
+    }
+    found = None
+    if search_examples:
+
+        def lossy(case: dict) -> bool:
+            return certify_implementation(impl, case, max_runs).verdict == "not lossless"
+
+        strategy = search_strategy(impl)
+        if strategy is not None:
+            found, seed = shrunk_search(strategy, lossy, search_examples, seed)
+            data["search"] = {"examples": search_examples, "seed": seed, "found": found is not None}
+    crashed = [c for c in certs if c.verdict == "crashed"]
+    if crashed:
+        first = crashed[0]
+        return Outcome(
+            "fail",
+            f"the implementation failed on {first.name}: {first.detail}",
+            {"check": "exact certification", "implementation": impl.name, **first.to_json(), "case": first.case},
+            data,
+        )
+    if found is not None or bad:
+        cert = certify_implementation(impl, found, max_runs) if found is not None else bad[0]
+        where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"
+        line = (
+            f"not lossless (exact): deviation {cert.deviation:.3g} > tolerance {cert.tolerance:g} at sequence "
+            f"{cert.sequence} (continued {cert.continued:.6g}, target {cert.target:.6g}); {where}: "
+            f"{describe_case(cert.case)}; {cert.runs} runs, {cert.seconds:.2f} s"
+        )
+        cert.detail = line
+        return Outcome("fail", line, counterexample(impl, cert, found is not None), data)
+    if refused:
+        return Outcome(
+            "skip",
+            f"could not be followed exactly on {refused[0].name}: {refused[0].detail}; the output-law check decides",
+            data=data,
+        )
+    if not done:
+        return Outcome("fail", f"no case of the {len(cases)} was supported: nothing is proven", data=data)
+    worst = max(done, key=lambda c: c.deviation or 0.0)
+    searched = ""
+    if "search" in data:
+        searched = f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy"
+    names = ", ".join(c.name for c in done[:6]) + (", ..." if len(done) > 6 else "")
+    return Outcome(
+        "pass",
+        f"lossless (exact) on {len(done)} cases ({names}): "
+        f"largest deviation {worst.deviation:.2g} (tolerance {worst.tolerance:g}), {data['runs']} runs, "
+        f"{sum(c.seconds for c in done):.1f} s{searched}",
+        data=data,
+    )
+
+
+def replay_exact(impl: Implementation, saved: dict) -> Certificate:
+    """Re-certify the case of a saved exact-certification counterexample."""
+    return certify_implementation(impl, saved["case"])

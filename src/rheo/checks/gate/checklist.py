@@ -1,0 +1,119 @@
+"""The gate's check lists: ``gate_checks`` (the reference, its controls and the fastpath)
+and ``impl_checks`` (what ``--impl`` runs on an implementation, chosen by what it
+provides).
+"""
+
+from __future__ import annotations
+
+from rheo.checks.cases.corpus import CONTROLS
+from rheo.checks.cases.matrix import impl_matrix
+from rheo.checks.differential.decision_equality import check_decisions
+from rheo.checks.exact.check import check_exact
+from rheo.checks.gate.fastpath_checks import (
+    fast_calibration_check,
+    fast_cycle_law_check,
+    fast_decisions_check,
+    fast_ties_check,
+    real_model_check,
+)
+from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
+from rheo.checks.gate.run import impl_stem, search_seed
+from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.statistics.cycle_law import check_cycle_law
+from rheo.checks.statistics.output_law import check_output_law
+
+
+def gate_checks(profile: Profile | None = None) -> list[Check]:
+    checks = [exact_matrix_check(f) for f in MATRIX_FAMILIES]
+    checks.append(paper_example_check())
+    checks += [control_check(c) for c in CONTROLS]
+    checks += [fast_decisions_check(), fast_ties_check(), fast_cycle_law_check(), fast_calibration_check()]
+    if profile is not None and profile.real_first:
+        checks.append(real_model_check())
+    return checks
+
+
+def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
+    """The checks of an ``--impl`` implementation (``rheo.checks.harness``): decision
+    equality (sameness with the reference; not listed for ``follows_uniforms = False``), exact
+    certification (``rheo.checks.exact_impl``: losslessness, exactly, on the profile's level
+    of ``rheo.checks.cases.matrix`` plus ``extra_cases``, then a Hypothesis search), the
+    output law (losslessness, on the profile's level of ``rheo.checks.cases.matrix`` plus
+    ``extra_cases``, the user's ``--cases``), and the cycle law only for implementations
+    that declare ``implements_spec = True`` (not listed otherwise: a lossless
+    implementation of another algorithm has another cycle law, and a check that could
+    only be skipped would make --strict fail). Decision equality is likewise not listed
+    for an implementation that draws its own randomness (``follows_uniforms = False``)."""
+    extra = list(extra_cases or [])
+
+    def decisions(profile: Profile, progress) -> Outcome:
+        return check_decisions(
+            impl, profile.impl_examples, search_seed(profile), min_compared=profile.impl_min_compared
+        )
+
+    def output_law(profile: Profile, progress) -> Outcome:
+        return check_output_law(
+            impl, profile.impl_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+        )
+
+    def cycle_law(profile: Profile, progress) -> Outcome:
+        return check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
+
+    def exact(profile: Profile, progress) -> Outcome:
+        cases = impl_matrix(profile.matrix) + extra
+        return check_exact(impl, cases, profile.impl_exact_search, search_seed(profile), progress=progress)
+
+    def output_law_batched(profile: Profile, progress) -> Outcome:
+        from rheo.checks.statistics.batched import check_output_law_batched  # needs torch
+
+        return check_output_law_batched(
+            impl, profile.impl_batched_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+        )
+
+    def large_vocabulary(profile: Profile, progress) -> Outcome:
+        from rheo.checks.statistics.batched import check_large_vocabulary  # needs torch
+
+        return check_large_vocabulary(impl, profile.impl_large_vocab_cycles, FAMILY_ALPHA, progress=progress)
+
+    what, (stem, owner) = impl.provides(), impl_stem(impl.name)
+    checks = []
+    if impl.batched:
+        checks += [
+            Check(
+                f"impl: output law, batched ({what})",
+                "implementation",
+                output_law_batched,
+                needs_torch=True,
+                file_stem=f"{stem}-output-law-batched",
+                owner=owner,
+            ),
+            Check(
+                f"impl: large vocabulary, batched ({what})",
+                "implementation",
+                large_vocabulary,
+                needs_torch=True,
+                file_stem=f"{stem}-large-vocabulary",
+                owner=owner,
+            ),
+        ]
+    if not impl.per_request:
+        return checks
+    if impl.follows_uniforms:
+        checks.append(
+            Check(
+                f"impl: decision equality ({what})",
+                "implementation",
+                decisions,
+                file_stem=f"{stem}-decision-equality",
+                owner=owner,
+            )
+        )
+    checks += [
+        Check(f"impl: exact certification ({what})", "implementation", exact, file_stem=f"{stem}-exact", owner=owner),
+        Check(f"impl: output law ({what})", "implementation", output_law, file_stem=f"{stem}-output-law", owner=owner),
+    ]
+    if impl.implements_spec:
+        checks.append(
+            Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law", owner=owner)
+        )
+    return checks

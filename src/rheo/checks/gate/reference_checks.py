@@ -1,0 +1,154 @@
+"""The gate's checks of the reference itself: the exact matrix (every family proven lossless
+on generated cases), the negative controls (every wrong-on-purpose variant caught, its
+saved counterexample still caught as recorded) and the paper's {A,B,C} example.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from rheo.casefile import load_case, read_case, to_json_number
+from rheo.checks import parallel
+from rheo.checks.cases.corpus import corpus_entry, lossy, shrunk_search
+from rheo.checks.cases.strategies import max_nodes
+from rheo.checks.gate.run import search_seed
+from rheo.checks.outcome import Check, Outcome, Profile
+from rheo.reference import certify
+from rheo.reference.generate import hashed_case
+
+MATRIX_FAMILIES = ("rheo m=0", "rheo m=1", "rheo m=2", "topk", "rheo m=0 epsilon 1/10, m=1 with target filters")
+
+
+def matrix_cases(family: str, level: str) -> list[dict]:
+    """Generated exact cases of one lossless family: every temperature 0 / 1/2 / 1, sparse
+    on and off, beams 1 and K, budgets from 1 to the full tree (every budget at depth 2;
+    a spread at depth 3 in quick), some with zero-probability tokens."""
+    shapes = {
+        "smoke": [(4, 3, 2)],
+        "quick": [(4, 3, 2), (4, 3, 3)],
+        "deep": [(4, 3, 2), (4, 3, 3), (5, 3, 2), (4, 4, 2), (5, 4, 2)],
+    }[level]
+    policy, m = {
+        "rheo m=0": ("rheo", 0),
+        "rheo m=1": ("rheo", 1),
+        "rheo m=2": ("rheo", 2),
+        "topk": ("topk", None),
+        MATRIX_FAMILIES[-1]: ("rheo", "variants"),
+    }[family]
+    out, seed = [], 0
+    for n, K, depth in shapes:
+        for beam in sorted({1, 2, K}) if level == "deep" else (1, K):
+            full = max_nodes(K, depth, beam)
+            budgets: list[int]
+            if level == "smoke":
+                budgets = sorted({1, 2, K, full})
+            elif level == "deep" or depth == 2:
+                budgets = list(range(1, full + 1))
+            else:
+                budgets = sorted({1, 2, 3, K, K + 2, full // 2, full})
+            for budget in budgets:
+                for T in ("0", "1/2", "1"):
+                    for sparse in (None, K):
+                        seed += 1
+                        cfg: dict[str, object] = {
+                            "policy": policy,
+                            "K": K,
+                            "budget": budget,
+                            "beam": beam,
+                            "temperature": T,
+                            "draft_top_k": sparse,
+                        }
+                        if policy == "rheo":
+                            cfg["m"] = m
+                        if m == "variants":  # the last family alternates its two variants
+                            cfg.update(
+                                {"m": 0, "epsilon": "1/10"}
+                                if seed % 2
+                                else {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"}
+                            )
+                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0, **cfg))  # type: ignore[arg-type]  # case-file keys
+    return out
+
+
+def matrix_instance(case: dict) -> tuple[bool, str, list[int]]:
+    """One exact-matrix instance certified (a piece of work: rheo.checks.parallel): lossless,
+    the deviation, the worst sequence."""
+    report = certify(load_case(case), count_draws=False)
+    return report.lossless, str(report.deviation.value), list(report.deviation.sequence)
+
+
+def exact_matrix_check(family: str) -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        cases = matrix_cases(family, profile.matrix)
+        verdicts = parallel.current().map(matrix_instance, [(case,) for case in cases])
+        for i, (case, (lossless, deviation, sequence)) in enumerate(zip(cases, verdicts)):
+            if not lossless:
+                return Outcome(
+                    "fail",
+                    f"deviation {deviation} at sequence {sequence} on instance {i + 1} of {len(cases)}",
+                    {"name": f"gate-matrix-{family}", "description": "a lossless family that is NOT lossless", **case},
+                    {"instances": len(cases)},
+                )
+        shapes = sorted({(c["vocab_size"], c["K"], c["depth"]) for c in cases})
+        return Outcome(
+            "pass",
+            f"{len(cases)} generated instances, deviation exactly 0 on every one "
+            f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)",
+            data={"instances": len(cases)},
+        )
+
+    return Check(f"exact: {family}", "exact matrix", run)
+
+
+def corpus_dir() -> Path:
+    """The saved counterexample corpus (``cases/``; packaged as ``rheo.cases``)."""
+    return Path(str(resources.files("rheo.cases")))
+
+
+def control_check(control) -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        path = corpus_dir() / f"control-{control.name}.json"
+        saved = read_case(path)
+        report = certify(load_case(saved))
+        expected = saved["expected"]
+        if report.lossless or to_json_number(report.deviation.value) != expected["max_abs_deviation"]:
+            return Outcome(
+                "fail",
+                f"the saved counterexample {path.name} is no longer caught as recorded: deviation "
+                f"{report.deviation.value}, expected {expected['max_abs_deviation']}",
+            )
+        case, seed = shrunk_search(control.strategy, lossy, profile.search_examples, search_seed(profile))
+        if case is None:
+            return Outcome(
+                "fail",
+                f"NOT CAUGHT: a fresh search of {profile.search_examples} cases (seed {seed}) found "
+                "no counterexample, so this gate could not fire on this bug",
+            )
+        entry = corpus_entry(control, case)
+        dev = entry["expected"]["max_abs_deviation"]
+        return Outcome(
+            "pass",
+            f"caught: corpus {path.name} (deviation {expected['max_abs_deviation']}) and a fresh "
+            f"search (seed {seed}, shrunk to V={entry['vocab_size']}, depth {entry['depth']}, "
+            f"deviation {dev})",
+            entry,
+            {"seed": seed, "corpus_deviation": expected["max_abs_deviation"], "fresh_deviation": dev},
+        )
+
+    return Check(f"control: {control.name}", "negative control", run, file_stem=f"control-{control.name}")
+
+
+def paper_example_check() -> Check:
+    def run(profile: Profile, progress) -> Outcome:
+        saved = read_case(corpus_dir() / "paper-abc-constant-proxy.json")
+        r = certify(load_case(saved))
+        first = [str(x) for x in r.cycle.first_token_law(3)]
+        ok = not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"]
+        return Outcome(
+            "pass" if ok else "fail",
+            f"first-token law {first} (docs/spec.md §6: 9/50, 7/10, 3/25), deviation {r.deviation.value} "
+            "(docs/spec.md §6: 1/10)",
+        )
+
+    return Check("control: paper {A,B,C}, constant proxy 1/4", "negative control", run)

@@ -1,0 +1,134 @@
+"""The calls into an implementation, each watched (``rheo.checks.protocol.watch``) and its
+answer read strictly (``rheo.checks.protocol.outputs``): ``build_tree``, ``verify``,
+``cycle``, ``sampler_law``, and ``impl_cycle``, one cycle with the implementation's parts
+(the reference fills in a part it does not provide).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rheo.checks.protocol.inputs import (
+    KIND_NAMES,
+    draft_logits_fn,
+    protocol_config,
+    protocol_uniforms,
+    reference_tree,
+    target_logits,
+    target_logits_fn,
+)
+from rheo.checks.protocol.load import Implementation, message_of
+from rheo.checks.protocol.outputs import BadOutput, field_of, int_column, read_result, read_tree, shortened
+from rheo.checks.protocol.watch import watched
+from rheo.reference import UniformChooser, Uniforms, walk
+from rheo.reference.instance import Instance
+from rheo.reference.tree import LabelledTree
+from rheo.reference.tree import build_tree as reference_build_tree
+
+SAMPLER_LAW_TOLERANCE = 1e-6  # sampler_law must sum to 1 within this
+
+
+def call_build_tree(impl: Implementation, inst: Instance, uniforms: Uniforms) -> dict:
+    """The implementation's tree for ``inst`` on these uniforms, checked (``read_tree``)."""
+    raw = watched(
+        "build_tree",
+        inst,
+        impl.obj.build_tree,
+        draft_logits_fn(inst),
+        protocol_config(inst),
+        inst.config.temperature.value,
+        np.array(uniforms.u_draw, dtype=np.float64),
+    )
+    return read_tree(raw, inst)
+
+
+def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> tuple[tuple, list]:
+    """(emitted tokens, accepted node indices) of the implementation's verifier on ``tree``."""
+    res = watched(
+        "verify",
+        inst,
+        impl.obj.verify,
+        {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
+        target_logits(inst, tree["paths"]),
+        protocol_config(inst),
+        inst.config.temperature.value,
+        protocol_uniforms(uniforms),
+    )
+    return read_result(res, tree, inst.n)
+
+
+def call_cycle(impl: Implementation, inst: Instance) -> tuple:
+    """The tokens one whole cycle of the implementation emits (``cycle``), checked: integer
+    ids in the vocabulary, 1 to D+1 of them."""
+    res = watched(
+        "cycle",
+        inst,
+        impl.obj.cycle,
+        draft_logits_fn(inst),
+        target_logits_fn(inst),
+        protocol_config(inst),
+        inst.config.temperature.value,
+    )
+    tokens = tuple(int_column(field_of(res, "tokens") if isinstance(res, dict) else res, "tokens"))
+    L = inst.seq_len
+    if not 1 <= len(tokens) <= L:
+        raise BadOutput(f"tokens: {shortened(list(tokens))} must hold 1 to depth + 1 = {L} tokens, got {len(tokens)}")
+    for t in tokens:
+        if not 0 <= t < inst.n:
+            raise BadOutput(f"tokens: {t} is outside the vocabulary 0..{inst.n - 1}")
+    return tokens
+
+
+def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:
+    """One cycle's output with the implementation's parts (the reference fills in a part it
+    does not provide). ``inst`` may be a ``judged_instance``: the reference's verifier then
+    targets the implementation's sampler law. NotImplementedError passes through; a crash
+    or a malformed answer raises BadOutput naming the entry point."""
+    if impl.runs_cycles:
+        return _guarded("cycle", call_cycle, impl, inst)
+    if impl.builds_trees:
+        got = _guarded("build_tree", call_build_tree, impl, inst, uniforms)
+    else:
+        got = reference_tree(inst, reference_build_tree(inst, UniformChooser(uniforms)))
+    if impl.verifies:
+        return _guarded("verify", call_verify, impl, inst, got, uniforms)[0]
+    labelled = LabelledTree((s, p[-1], KIND_NAMES[k]) for s, p, k in zip(got["slot_paths"], got["paths"], got["kinds"]))
+    return walk(inst, labelled, UniformChooser(uniforms))[0]
+
+
+def _guarded(what: str, fn, *args):
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except BadOutput as e:
+        raise BadOutput(f"{what} returned a malformed answer: {e}") from None
+    except Exception as e:  # the implementation crashed: a finding, with its message
+        raise BadOutput(f"{what} raised {type(e).__name__}: {message_of(e)}") from None
+
+
+def call_sampler_law(impl: Implementation, logits: np.ndarray, config: dict, temperature: float) -> tuple:
+    """``sampler_law`` on one target row, checked (finite, non-negative, length V, sums to 1
+    within 1e-6; BadOutput names the field otherwise) and renormalized."""
+    try:
+        raw = watched(
+            "sampler_law", None, impl.obj.sampler_law, np.array(logits, dtype=np.float64), dict(config), temperature
+        )
+        p = np.asarray(raw, dtype=np.float64)
+    except NotImplementedError:
+        raise
+    except Exception as e:
+        raise BadOutput(f"sampler_law raised {type(e).__name__}: {message_of(e)}") from None
+    V = len(logits)
+    if p.shape != (V,):
+        raise BadOutput(f"sampler_law returned shape {list(p.shape)}, expected [V] = [{V}]")
+    bad = np.flatnonzero(~np.isfinite(p))
+    if len(bad):
+        raise BadOutput(f"sampler_law[{bad[0]}] is {p[bad[0]]}, not a finite number")
+    bad = np.flatnonzero(p < 0)
+    if len(bad):
+        raise BadOutput(f"sampler_law[{bad[0]}] is {p[bad[0]]:.6g}, negative")
+    total = float(p.sum())
+    if abs(total - 1.0) > SAMPLER_LAW_TOLERANCE:
+        raise BadOutput(f"sampler_law sums to {total!r}, not to 1 (within {SAMPLER_LAW_TOLERANCE:g})")
+    return tuple(float(x) for x in p / total)

@@ -1,0 +1,294 @@
+"""The output-law check (losslessness, statistically; docs/spec.md §5): an implementation's
+cycles, each output continued by exact sampling from the judged target law to length D+1,
+against p_T(Seq) on V^(D+1): Pearson chi-square on counts, the family alpha split over the
+cases, the detectable TV stated per case ("lossless within detectable TV d"). A rejection
+writes the worst sequences (observed against p_T) and the seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rheo.checks import parallel
+from rheo.checks.cases.matrix import output_law_cases
+from rheo.checks.outcome import Outcome
+from rheo.checks.protocol.calls import impl_cycle
+from rheo.checks.protocol.inputs import law_instance, protocol_config
+from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
+from rheo.checks.protocol.load import Implementation, implementation_of, shipped
+from rheo.checks.protocol.outputs import BadOutput
+from rheo.checks.statistics.goodness_of_fit import GofResult, gof
+from rheo.reference import Uniforms
+from rheo.reference.instance import Instance
+
+STATISTICAL_MIN_CASES = 1  # a statistical check with fewer supported cases proves nothing
+
+
+def sequence_law(inst: Instance) -> dict[tuple, float]:
+    """p_T(Seq) = prod_i p_T(Seq_i | Seq_<i) for every Seq in V^(D+1) of positive mass
+    (docs/spec.md §5), with ``inst.target_law`` (a ``judged_instance``'s: its sampler law)."""
+    out: dict[tuple, float] = {}
+    stack: list[tuple[tuple, float]] = [((), 1.0)]
+    while stack:
+        prefix, pr = stack.pop()
+        if len(prefix) == inst.seq_len:
+            out[prefix] = pr
+            continue
+        law = inst.target_law(prefix)
+        stack.extend((prefix + (x,), pr * float(law[x])) for x in range(inst.n) if law[x] > 0)
+    return out
+
+
+def continued_outputs(
+    impl: Implementation, inst: Instance, cycles: int, rng: np.random.Generator, progress=None, label: str = ""
+) -> Counter:
+    """Counts over V^(D+1) of the implementation's cycle outputs (fresh uniforms each cycle)
+    continued by exact sampling from ``inst.target_law`` (inverse CDF, docs/spec.md §7). An
+    output that is empty, longer than D+1 or outside the vocabulary is counted as it is (it
+    has probability 0)."""
+    c, L, n = inst.config, inst.seq_len, inst.n
+    cdfs: dict[tuple, np.ndarray] = {}
+    counts: Counter = Counter()
+    for i in range(cycles):
+        seq = tuple(impl_cycle(impl, inst, Uniforms.random(rng, c.K, c.B, c.depth)))
+        if 1 <= len(seq) <= L and all(0 <= t < n for t in seq):
+            while len(seq) < L:
+                cdf = cdfs.get(seq)
+                if cdf is None:
+                    cdf = cdfs[seq] = np.cumsum(np.array(inst.target_law(seq), dtype=np.float64))
+                x = int(np.searchsorted(cdf, rng.random(), side="right"))
+                if x >= n:  # rounding left the total below u: the last token with mass
+                    x = int(np.flatnonzero(np.diff(np.concatenate([[0.0], cdf])) > 0)[-1])
+                seq = seq + (x,)
+        counts[seq] += 1
+        if progress and (i + 1) % 5000 == 0:
+            progress(f"  {label}: {i + 1}/{cycles} cycles")
+    return counts
+
+
+def law_counterexample(
+    check: str,
+    impl: Implementation,
+    name: str,
+    case: dict,
+    judge: str,
+    seed: int,
+    alpha: float,
+    res: GofResult,
+    counts: Counter,
+    law: dict,
+) -> dict:
+    """The counterexample file of an output-law check that rejected ``case``: the worst
+    sequences (observed against p_T), the impossible ones, and the command that reruns it."""
+    cycles = sum(counts.values())
+    top = sorted(set(law) | set(counts), key=lambda o: -abs(counts.get(o, 0) / cycles - law.get(o, 0.0)))[:5]
+    return {
+        "check": check,
+        "implementation": impl.name,
+        "case_name": name,
+        "case": case,
+        "judged_against": judge,
+        "cycles": cycles,
+        "seed": seed,
+        "alpha": alpha,
+        "result": res.describe(),
+        "worst_sequences": [
+            {"sequence": list(o), "observed": counts.get(o, 0) / cycles, "p_T": law.get(o, 0.0)} for o in top
+        ],
+        "impossible_sequences": [list(o) for o in res.impossible[:5]],
+        "rerun": f"rheo gate --impl {impl.name} --only '{check}' --cycles {cycles}",
+    }
+
+
+def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
+    """The first words of an output-law verdict: not lossless on the first rejected case, or
+    lossless within the span of detectable TVs over ``cases`` (name -> ``gof_json``)."""
+    n = len(cases)
+    tvs = sorted(c["detectable_tv"] for c in cases.values() if math.isfinite(c["detectable_tv"]))
+    if worst:
+        return f"not lossless on {worst['case_name']}"
+    if tvs:
+        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+        return f"lossless on {n} cases, each within detectable TV {span}"
+    return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+
+
+def per_request_counts(
+    impl: Implementation,
+    name: str,
+    case: dict,
+    judged: Instance,
+    cycles: int,
+    seed: int,
+    case_index: int,
+    progress=None,
+) -> Counter:
+    """One case's continued outputs through the per-request protocol, in shards of
+    ``parallel.SHARD_CYCLES`` cycles, each with its own seed (``output_law_shard``)."""
+    calls = [
+        (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k))
+        for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
+    ]
+    if progress:
+        progress(f"  output law {name}: {cycles} cycles in {len(calls)} shards ({parallel.current().description})")
+    return sum(parallel.current().map(output_law_shard, calls), Counter())
+
+
+def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
+    """One shard of the output-law check: ``cycles`` continued outputs of the implementation
+    on ``case`` (``continued_outputs``), from the shard's own seed."""
+    impl = implementation_of(ref)
+    judged = judged_instance(impl, law_instance(case))
+    return continued_outputs(impl, judged, cycles, np.random.default_rng(seed))
+
+
+def law_line(name: str, res: GofResult, shown: str, refuted: str) -> str:
+    """One case's verdict: "NAME: <shown> within detectable TV d (...)" or "NAME: <refuted> (...)"."""
+    if res.reject:
+        return f"{name}: {refuted} ({res.describe()})"
+    if res.bins < 2:
+        return (
+            f"{name}: {shown} as far as {res.n} samples show (one bin: only an outcome of probability 0 "
+            "could reject; no TV bound)"
+        )
+    return (
+        f"{name}: {shown} within detectable TV {res.detectable_tv:.4f} (chi2 = {res.statistic:.1f} on "
+        f"{res.bins - 1} df, p = {res.p_value:.3g}, N = {res.n}, {res.merged} merged into the tail)"
+    )
+
+
+def gof_json(res: GofResult) -> dict:
+    return {
+        "reject": res.reject,
+        "p_value": res.p_value,
+        "chi2": res.statistic,
+        "bins": res.bins,
+        "detectable_tv": res.detectable_tv,
+        "impossible": [list(o) for o in res.impossible[:5]],
+    }
+
+
+def _supported_cases(impl: Implementation, stat_cases: list[tuple[str, dict]]):
+    out: list[tuple[str, dict, Instance]] = []
+    unsupported: list[tuple[str, dict, Instance]] = []
+    for name, case in stat_cases:
+        inst = law_instance(case)
+        (out if impl.supports(protocol_config(inst)) else unsupported).append((name, case, inst))
+    return out, [name for name, _, _ in unsupported]
+
+
+def _named(cases_: list[dict]) -> list[tuple[str, dict]]:
+    """(a unique name, the case): its "name", else "case i"; repeats get " #k"."""
+    out: list[tuple[str, dict]] = []
+    seen: Counter = Counter()
+    for i, c in enumerate(cases_, 1):
+        name = str(c.get("name") or f"case {i}")
+        seen[name] += 1
+        out.append((name if seen[name] == 1 else f"{name} #{seen[name]}", c))
+    return out
+
+
+def check_output_law(
+    impl: Implementation,
+    cycles: int,
+    family_alpha: float = 1e-6,
+    seed: int = 0,
+    level: str = "quick",
+    extra_cases: list[dict] | tuple = (),
+    progress=None,
+    min_cases: int = STATISTICAL_MIN_CASES,
+    counted: Callable[..., Counter] | None = None,
+    check: str = "output law",
+    data_extra: dict | None = None,
+) -> Outcome:
+    """Losslessness, statistically (docs/spec.md §5): on ``output_law_cases(level)`` and the
+    user's ``extra_cases``, ``cycles`` cycles of the implementation per case, each output
+    continued by exact sampling from the judged target law (``judged_instance``: its
+    sampler_law if it has one, else docs/spec.md §0's p_T) to length D+1; the counts over
+    V^(D+1) against p_T(Seq) by Pearson chi-square (``gof``; ``family_alpha`` split over the
+    supported cases; the detectable TV at power 0.99 per case). A rejection writes the case,
+    the worst sequences (observed vs p_T) and the seed.
+
+    ``counted(impl, name, case, judged, cycles, seed, case_index, progress)`` gives one
+    case's continued counts (default ``per_request_counts``; the batched check passes its
+    own, rheo.checks.statistics.batched), ``check`` names the check in counterexample files."""
+    counted = counted or per_request_counts
+    stat_cases = _named(output_law_cases(level) + list(extra_cases))
+    supported, unsupported = _supported_cases(impl, stat_cases)
+    judge = "its own sampler_law" if impl.has_sampler_law else "p_T of docs/spec.md §0"
+    data: dict[str, Any] = {
+        "cycles": cycles,
+        "seed": seed,
+        "judged_against": "sampler_law" if impl.has_sampler_law else "spec",
+        "minimum": min_cases,
+        "cases": {},
+        "unsupported": unsupported,
+        **(data_extra or {}),
+    }
+    if len(supported) < min_cases:
+        return Outcome(
+            "fail",
+            f"{len(supported)} of {len(stat_cases)} cases supported, fewer than the minimum {min_cases}: "
+            "nothing is proven",
+            data=data,
+        )
+    alpha = family_alpha / len(supported)
+    data["alpha"] = alpha
+    lines, worst, differs, seconds = [], None, None, 0.0
+    index = {name: i for i, (name, _) in enumerate(stat_cases)}
+    for name, case, inst in supported:
+        judged = judged_instance(impl, inst)
+        t0 = time.perf_counter()
+        try:
+            law = sequence_law(judged)
+            counts = counted(impl, name, case, judged, cycles, seed, index[name], progress)
+            gap = sampler_law_difference(judged)
+        except NotImplementedError:
+            unsupported.append(name)
+            continue
+        except BadOutput as e:
+            detail = f"the implementation broke the protocol on {name}: {e}"
+            payload = {"check": check, "implementation": impl.name, "case_name": name, "case": case}
+            return Outcome("fail", detail, {**payload, "difference": str(e), "seed": seed}, data)
+        seconds += time.perf_counter() - t0
+        res = gof(counts, law, alpha)
+        data["cases"][name] = {**gof_json(res), "seconds": time.perf_counter() - t0}
+        lines.append(law_line(name, res, "lossless", "NOT lossless"))
+        if gap is not None and (differs is None or gap[0] > differs["max_abs_difference"]):
+            differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
+        if res.reject and worst is None:
+            worst = law_counterexample(check, impl, name, case, judge, seed, alpha, res, counts, law)
+    if len(data["cases"]) < min_cases:
+        return Outcome(
+            "fail",
+            f"{len(data['cases'])} of {len(stat_cases)} cases supported, fewer than the minimum {min_cases}: "
+            "nothing is proven",
+            data=data,
+        )
+    if impl.has_sampler_law:
+        data["sampler_law_differs_from_spec"] = differs
+    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles)
+    data["cycles_per_second"] = n * cycles / seconds if seconds > 0 else None
+    rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
+    rate += f" on {data['device']}" if rate and "device" in data else ""
+    detail = (
+        f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "
+        f"{n} of {len(stat_cases)} cases supported, minimum {min_cases}{rate}): " + "; ".join(lines)
+    )
+    if unsupported:
+        detail += f"; unsupported: {', '.join(unsupported)}"
+    if differs is not None:
+        gap, where = differs["max_abs_difference"], f"case {differs['case']}, prefix {differs['prefix']}"
+        detail += (
+            f". Its sampler_law differs from docs/spec.md §0 by up to {gap:.3g} ({where}); judged against its "
+            "own law, not a finding"
+            if gap > 1e-12
+            else f". Its sampler_law equals docs/spec.md §0's law on these cases (largest difference {gap:.1g})"
+        )
+    return Outcome("fail" if worst else "pass", detail, worst, data)

@@ -1,0 +1,377 @@
+"""One draft-verify cycle of transformers' real ``model.generate(do_sample=True)`` per
+candidate generator (``GenerateCycle`` and one adapter class per generator the release
+ships), with transformers' own logits processors as ``sampler_law``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedModel
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
+
+from rheo.integrations.transformers_assisted.models import (
+    CODE_LIMIT,
+    DTYPE,
+    Gemma4AssistantTableForCausalLM,
+    Gemma4TableForCausalLM,
+    Logits,
+    State,
+    TableConfig,
+    TableDFlashAssistant,
+    TableLinearHeadLM,
+    TableLM,
+    Tables,
+)
+
+
+class StopAfter(StoppingCriteria):
+    """Stops ``generate`` at its ``n``-th check: ``_assisted_decoding`` checks once per
+    iteration, after the verification and the update of ``input_ids``."""
+
+    def __init__(self, n: int):
+        self.n, self.calls = n, 0
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        self.calls += 1
+        return torch.full((input_ids.shape[0],), self.calls >= self.n, dtype=torch.bool)  # type: ignore[return-value]
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread for the cycle (its tensors are tiny, and on a shared machine
+    waking a second thread costs milliseconds per operation), and transformers' progress
+    bars off (``MtpModel.from_pretrained`` shows one per ``generate``); both restored."""
+    n, bars = torch.get_num_threads(), transformers.utils.logging.is_progress_bar_enabled()
+    torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def is_chain(config: dict) -> bool:
+    return config["K"] == 1 and config["policy"] == "rheo" and config["m"] == 0
+
+
+def chain_length(config: dict) -> int:
+    """L = min(depth, budget): the number of draft tokens of the cycle."""
+    return int(min(config["depth"], config["budget"]))
+
+
+def generation_kwargs(config: dict, temperature: float) -> dict[str, Any]:
+    """The sampling arguments of ``generate`` for the config: T = 0 is greedy decoding
+    (``do_sample=False``); top-k is off with ``top_k=0`` (transformers' default is 50)."""
+    if temperature == 0:
+        return {"do_sample": False}
+    top_k, top_p, min_p = config.get("target_top_k"), config.get("target_top_p"), config.get("target_min_p")
+    return {
+        "do_sample": True,
+        "temperature": float(temperature),
+        "top_k": 0 if top_k is None else int(top_k),
+        "top_p": 1.0 if top_p is None else float(top_p),
+        "min_p": None if min_p is None else float(min_p),
+    }
+
+
+class Processors:
+    """transformers' logits processors as ``generate`` configures them for a config
+    (``_prepare_generation_config``, ``_prepare_special_tokens``, ``_get_logits_processor``),
+    cached per sampling setting."""
+
+    def __init__(self) -> None:
+        self.model: TableLM | None = None
+        self.cache: dict[tuple, Any] = {}
+
+    def get(self, config: dict, temperature: float) -> Any:
+        kwargs = generation_kwargs(config, temperature)
+        key = tuple(sorted(kwargs.items()))
+        if key not in self.cache:
+            if self.model is None:
+                self.model = TableLM(TableConfig(vocab_size=2), State(1))
+            model: Any = self.model  # GenerationMixin's methods, called as generate calls them
+            generation_config, _ = model._prepare_generation_config(None, **kwargs)
+            model._prepare_special_tokens(generation_config, False, device="cpu", batch_size=1)
+            self.cache[key] = model._get_logits_processor(
+                generation_config=generation_config,
+                input_ids_seq_length=1,
+                encoder_input_ids=torch.zeros(1, 1, dtype=torch.long),
+                device="cpu",
+                model_kwargs={},
+            )
+        return self.cache[key]
+
+    def law(self, logits, config: dict, temperature: float) -> np.ndarray:
+        """The law ``generate`` samples from when speculation is off: logits [V] -> probs [V]
+        (float32 as transformers computes it, returned as float64). T = 0: the argmax's
+        one-hot (``torch.argmax``: the lowest id on ties)."""
+        scores = torch.as_tensor(np.asarray(logits, dtype=np.float64), dtype=torch.float32)[None]  # [1, V]
+        V = scores.shape[1]
+        if temperature == 0:
+            out = np.zeros(V)
+            out[int(torch.argmax(scores[0]))] = 1.0
+            return out
+        with one_thread():
+            probs = self.get(config, temperature)(torch.zeros(1, 1, dtype=torch.long), scores).softmax(dim=-1)
+        return probs[0].double().numpy()
+
+
+PROCESSORS = Processors()
+
+
+@dataclass
+class Built:
+    """The models of one adapter for one (V, L)."""
+
+    state: State
+    main: TableLM
+    generate_kwargs: dict[str, Any]
+
+
+class GenerateCycle:
+    """One cycle of ``model.generate`` with table-backed models (see the module docstring)."""
+
+    follows_uniforms = False
+    prefill_first = False  # the first iteration only prefills (and emits the anchor): the root ends with it
+
+    def __init__(self) -> None:
+        self.built: dict[tuple[int, int], Built] = {}
+
+    def root_length(self, L: int) -> int:
+        return 2 if self.prefill_first else 1
+
+    def supports(self, config: dict) -> bool:
+        """Chains (K = 1, policy "rheo", m = 0) whose codes stay exact in float64."""
+        if not is_chain(config):
+            return False
+        V, L = config["vocab_size"], chain_length(config)
+        return bool((V + 2) ** (self.root_length(L) + L + 1) < CODE_LIMIT)
+
+    def sampler_law(self, logits, config: dict, temperature: float) -> np.ndarray:
+        return PROCESSORS.law(logits, config, temperature)
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        raise NotImplementedError
+
+    def reset(self, built: Built) -> None:
+        """Undo what an interrupted ``generate`` may have left behind (nothing, by default)."""
+
+    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
+        """The prompt; sets ``tables.root``."""
+        anchor = tables.V
+        tables.root = (anchor, anchor) if self.prefill_first else (anchor,)
+        return (anchor,)
+
+    def cycle(self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float) -> list[int]:
+        if not self.supports(config):
+            raise NotImplementedError(f"{type(self).__name__} runs chains (K = 1, policy rheo, m = 0) only")
+        V, L = int(config["vocab_size"]), chain_length(config)
+        built = self.built.get((V, L))
+        if built is None:
+            built = self.built[(V, L)] = self.build(V, L, State(V))
+        tables = Tables(V, draft_logits, target_logits, (), config.get("draft_top_k"))
+        prompt = self.prompt(tables, L)
+        built.state.tables = tables
+        self.reset(built)
+        root = len(tables.root)
+        with one_thread():
+            out = built.main.generate(
+                torch.tensor([prompt], dtype=torch.long),
+                max_length=root + L + 1,
+                stopping_criteria=StoppingCriteriaList([StopAfter(2 if self.prefill_first else 1)]),
+                **generation_kwargs(config, temperature),
+                **built.generate_kwargs,
+            )
+        return [int(t) for t in out[0, root:].tolist()]
+
+
+def _assistant_config(model: PreTrainedModel, L: int) -> None:
+    """The assistant drafts L tokens per cycle (``num_assistant_tokens``, schedule "constant")."""
+    model.generation_config.num_assistant_tokens = L
+    model.generation_config.num_assistant_tokens_schedule = "constant"
+
+
+class AssistedCandidateGenerator(GenerateCycle):
+    """``generate(assistant_model=...)``: a separate assistant model drafts a chain
+    (transformers' ``AssistedCandidateGenerator``), ``_speculative_sampling`` verifies it."""
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
+        assistant = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("draft",)), state)
+        _assistant_config(assistant, L)
+        return Built(state, main, {"assistant_model": assistant})
+
+
+class EarlyExitCandidateGenerator(GenerateCycle):
+    """``generate(assistant_early_exit=1)``: the model's first layer (the draft table) is
+    the assistant, its two layers (the target table) the target."""
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("draft", "target")), state)
+        _assistant_config(main, L)
+        return Built(state, main, {"assistant_early_exit": 1})
+
+    def reset(self, built: Built) -> None:
+        """``EarlyExitCandidateGenerator.get_candidates`` sets the model's
+        ``num_hidden_layers`` to the exit layer and restores it after drafting, but not when
+        drafting raises (the exact check stops runs by raising inside torch's random calls):
+        the model is given back its two layers before every cycle."""
+        built.main.config.num_hidden_layers = len(built.main.config.layer_tables)
+
+
+class PromptLookupCandidateGenerator(GenerateCycle):
+    """``generate(prompt_lookup_num_tokens=L)``: drafts from the prompt's n-grams and
+    ignores the draft table; the prompt [anchor, c_1..c_L, anchor] holds the draft table's
+    greedy path c as the continuation of its 1-gram."""
+
+    def root_length(self, L: int) -> int:
+        return L + 2
+
+    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
+        anchor = tables.V
+        tables.root = (anchor,) + tables.greedy_path(L) + (anchor,)
+        return tables.root
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
+        return Built(state, main, {"prompt_lookup_num_tokens": L})
+
+
+class MTPCandidateGenerator(GenerateCycle):
+    """``generate(use_mtp=True)``: the main model's L MTP depths (transformers' ``MtpModel``,
+    loaded from the checkpoint this adapter writes) draft the chain, one token each."""
+
+    prefill_first = True
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        config = TableConfig(vocab_size=V + 1, layer_tables=("target",), num_mtp_layers=L)
+        main = TableLM(config, state)
+        layers = config.num_hidden_layers
+        # the checkpoint layout of DeepSeek-style MTP weights: model.layers.{num_hidden_layers + k}.*
+        main._keys_to_ignore_on_load_unexpected = [rf"model\.layers\.{layers + k}\." for k in range(L)]
+        eh_proj = torch.zeros(2, 4, dtype=DTYPE)  # [enorm(embedding) ; hnorm(hidden)] -> [code, table]
+        eh_proj[0, 0] = 1.0  # + (t + 1)
+        eh_proj[0, 2] = float(state.codec.base)  # code * (V + 2)
+        weights = {f"model.layers.{layers + k}.eh_proj.weight": eh_proj.clone() for k in range(L)}
+        block = main.model.layers[0].weight.detach()
+        weights.update({f"model.layers.{layers + k}.weight": block.clone() for k in range(L)})
+        weights["model.embed_tokens.weight"] = main.model.embed_tokens.weight.detach().clone()
+        folder = _checkpoint_folder()
+        save_file(weights, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+        config._name_or_path = folder
+        return Built(state, main, {"use_mtp": True})
+
+
+class DFlashTokenCandidateGenerator(GenerateCycle):
+    """``generate(assistant_model=..., speculation_type="dflash")``: a DFlash-style drafter
+    drafts the block [anchor, mask x L] in one forward."""
+
+    prefill_first = True
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
+        assistant_config = TableConfig(
+            vocab_size=V + 1, layer_tables=("draft",), target_layer_ids=[0], block_size=L + 1, mask_token_id=V
+        )
+        assistant = TableDFlashAssistant(assistant_config, state)
+        return Built(state, main, {"assistant_model": assistant, "speculation_type": "dflash"})
+
+
+class SinglePositionMultiTokenCandidateGenerator(GenerateCycle):
+    """``generate(assistant_model=<a Gemma-4 assistant>)``: the assistant drafts L tokens from
+    one position, each from [embedding of the last token ; its last hidden state]."""
+
+    prefill_first = True
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        main = Gemma4TableForCausalLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
+        assistant = Gemma4AssistantTableForCausalLM(TableConfig(vocab_size=V + 1, layer_tables=("draft",)), state)
+        _assistant_config(assistant, L)
+        return Built(state, main, {"assistant_model": assistant})
+
+
+class UniversalSpeculativeDecodingGenerator(GenerateCycle):
+    """``generate(assistant_model=..., tokenizer=..., assistant_tokenizer=..., do_sample=True)``:
+    assistant and target with different tokenizers (Universal Speculative Decoding). The
+    assistant's tokenizer has the target's words in reverse id order and one word of its own
+    (so that the vocabularies differ, as ``generate`` requires of two tokenizers); the
+    assistant (``TableLinearHeadLM``) has a linear head, which transformers'
+    ``AssistantToTargetTranslator`` prunes to the shared words, and it maps the draft tokens
+    and logits to the target's ids. Sampling only: at T = 0 ``generate`` takes
+    ``AssistedCandidateGeneratorDifferentTokenizers`` instead."""
+
+    def supports(self, config: dict) -> bool:
+        return super().supports(config) and config.get("temperature", 1.0) > 0
+
+    def build(self, V: int, L: int, state: State) -> Built:
+        words = [f"w{t}" for t in range(V)] + ["anchor"]  # the tables' tokens 0..V
+        # the assistant's token a is the tables' token V - a; its token V + 1 ("extra") is its own
+        ids = np.append(np.arange(V, -1, -1), -1)
+        main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
+        assistant = TableLinearHeadLM(TableConfig(vocab_size=V + 2, layer_tables=("draft",)), state, ids=ids)
+        _assistant_config(assistant, L)
+        kwargs = {
+            "assistant_model": assistant,
+            "tokenizer": _tokenizer(words),
+            "assistant_tokenizer": _tokenizer([words[t] for t in ids[:-1]] + ["extra"]),
+        }
+        return Built(state, main, kwargs)
+
+
+class AssistedCandidateGeneratorDifferentTokenizers(UniversalSpeculativeDecodingGenerator):
+    """``generate`` with two tokenizers and ``do_sample=False`` (Universal Assisted
+    Generation, greedy only): the drafts go through text (decode with one tokenizer, encode
+    with the other) and are checked against the target's argmax; T = 0 only."""
+
+    def supports(self, config: dict) -> bool:
+        return GenerateCycle.supports(self, config) and config.get("temperature", 1.0) == 0
+
+
+class WordTokenizer(transformers.PreTrainedTokenizerFast):
+    """A word-level tokenizer made in memory (a ``tokenizers`` WordLevel model, words split
+    on whitespace) whose ``get_vocab()`` lists its words in alphabetical order: a dict's order
+    is no part of its contract, and a fast tokenizer's is its hash map's, which changes from
+    process to process; this one is fixed, so that a check of code that depends on it is
+    reproducible (docs/transformers.md, "Universal speculative decoding")."""
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(sorted(super().get_vocab().items()))
+
+
+def _tokenizer(words: list[str]) -> WordTokenizer:
+    """A ``WordTokenizer`` over ``words`` (id = position)."""
+    model = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=words[-1]))
+    model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return WordTokenizer(tokenizer_object=model)
+
+
+_FOLDERS: list[str] = []
+
+
+def _remove_folders() -> None:
+    for folder in _FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _checkpoint_folder() -> str:
+    """A temporary folder for a checkpoint, removed when the process ends."""
+    if not _FOLDERS:
+        atexit.register(_remove_folders)
+    folder = tempfile.mkdtemp(prefix="rheo-transformers-")
+    _FOLDERS.append(folder)
+    return folder
