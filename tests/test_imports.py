@@ -26,13 +26,14 @@ OPTIONAL = ("torch", "transformers")
 # The rooms of rheo.checks (their __init__ docstrings say what lives there) run one way:
 # cases and protocol at the bottom, then exact, differential and statistics side by side
 # (none imports another), then the gate at the top.
-CHECKS_BASE = {"rheo.checks.outcome", "rheo.checks.parallel"}
+CHECKS_BASE = {"rheo.checks.outcome", "rheo.checks.parallel", "rheo.progress"}
 ALLOWED = {
     "rheo.reference": {"rheo.reference"},
     "rheo.fastpath": {"rheo.fastpath", "rheo.reference.params", "rheo.reference.numbers"},
     "rheo.casefile": {"rheo.reference"},
-    "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference"},
-    "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference"},
+    "rheo.progress": set(),  # progress lines for long work: a leaf every room may use
+    "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference", "rheo.progress"},
+    "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference", "rheo.progress"},
     "rheo.checks.outcome": set(),
     "rheo.checks.parallel": set(),
     "rheo.checks.cases": {"rheo.checks.cases", "rheo.casefile", "rheo.reference"},
@@ -66,15 +67,25 @@ ALLOWED = {
     },
     "rheo.checks": {  # the gate room, and the thin re-exports kept for old import paths
         "rheo.checks",
+        "rheo.progress",
         "rheo.casefile",
         "rheo.reference",
         "rheo.fastpath",
         "rheo.testing",
         "rheo.integrations",
     },
-    "rheo.bench": {"rheo.bench", "rheo.reference", "rheo.fastpath", "rheo.testing", "rheo.integrations", "rheo.checks"},
+    "rheo.bench": {
+        "rheo.bench",
+        "rheo.reference",
+        "rheo.fastpath",
+        "rheo.testing",
+        "rheo.integrations",
+        "rheo.checks",
+        "rheo.progress",
+    },
     "rheo.cli": {
         "rheo.cli",
+        "rheo.progress",
         "rheo",
         "rheo.casefile",
         "rheo.reference",

@@ -7,12 +7,14 @@ One room per concern:
                         the one parameter type, ``Params``, and the paper's preset ``PAPER_TREE``
 - ``rheo.fastpath``     the same algorithm in batched PyTorch (needs ``rheosampling[torch]``)
 - ``rheo.casefile``     case files (docs/spec.md §8)
-- ``rheo.checks``       the gate, the ``--impl`` harness, differential and statistical checks,
-                        Hypothesis strategies and profiles, the pytest plugin
+- ``rheo.checks``       the gate's evidence, in rooms: ``cases``, ``protocol`` (the ``--impl``
+                        protocol), ``exact``, ``differential``, ``statistics``, ``gate``
+                        (its checks, reports, worker jobs and the pytest plugin)
 - ``rheo.bench``        benchmarks (each returns a dict)
 - ``rheo.testing``      table models and planted bugs for tests, yours included
-- ``rheo.integrations`` real models (SmolLM2-135M with an EAGLE-style head)
+- ``rheo.integrations`` real models and engines (SmolLM2-135M with an EAGLE-style head,
+                        EAGLE's and SGLang's tree formats, transformers' assisted generation)
 - ``rheo.cli``          the ``rheo`` command
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

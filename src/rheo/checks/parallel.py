@@ -6,7 +6,7 @@ statistical shards. Each piece is a top-level function of plain arguments whose 
 depends only on them (a statistical shard carries its own seed, ``shard_seed``), so the
 merged verdicts are the same wherever the pieces ran. An implementation given by name
 (``--impl MODULE:OBJECT``) is loaded in each Ray worker by that name
-(``harness.implementation_of``).
+(``rheo.checks.protocol.load.implementation_of``).
 
 >>> Serial().map(pow, [(2, 3), (3, 2)])
 [8, 9]
@@ -20,7 +20,8 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,13 +30,21 @@ SHARD_CYCLES = 20_000  # per-request statistical cycles per shard (the quick pro
 SHARD_CYCLES_BATCHED = 1_000_000  # batched statistical cycles per shard
 
 
+Done = Callable[[int], None] | None  # told the index of each piece as it finishes
+
+
 class Serial:
     """Every piece in this process, in order."""
 
     description = "serial"
 
-    def map(self, fn: Callable[..., Any], calls: Sequence[tuple]) -> list[Any]:
-        return [fn(*args) for args in calls]
+    def map(self, fn: Callable[..., Any], calls: Sequence[tuple], done: Done = None) -> list[Any]:
+        out = []
+        for i, args in enumerate(calls):
+            out.append(fn(*args))
+            if done is not None:
+                done(i)
+        return out
 
     def close(self) -> None:
         pass
@@ -72,11 +81,18 @@ class RayTasks:
         if self.started:
             self.ray.shutdown()
 
-    def map(self, fn: Callable[..., Any], calls: Sequence[tuple]) -> list[Any]:
+    def map(self, fn: Callable[..., Any], calls: Sequence[tuple], done: Done = None) -> list[Any]:
         remote = self._remote.get(fn)
         if remote is None:
             remote = self._remote[fn] = self.ray.remote(fn)
-        return list(self.ray.get([remote.remote(*args) for args in calls]))
+        refs = [remote.remote(*args) for args in calls]
+        if done is not None:  # as they finish, in any order
+            index = {ref: i for i, ref in enumerate(refs)}
+            pending = list(refs)
+            while pending:
+                ready, pending = self.ray.wait(pending, num_returns=1)
+                done(index[ready[0]])
+        return list(self.ray.get(refs))
 
 
 def _answers(address: str, seconds: float = 5.0) -> None:
@@ -102,6 +118,28 @@ def use(executor: Serial | RayTasks) -> None:
     """Run the gate's pieces with ``executor`` from now on (the CLI and the worker set it)."""
     global _CURRENT
     _CURRENT = executor
+
+
+_TICK: Callable[[int], None] | None = None
+
+
+@contextmanager
+def ticking(fn: Callable[[int], None] | None) -> Iterator[None]:
+    """While inside, ``tick(n)`` calls ``fn(n)``: a piece of work running in this process
+    tells a progress meter how far it got (a piece run as a Ray task has no ticker; its
+    progress is counted when it finishes, through ``map``'s ``done``)."""
+    global _TICK
+    saved, _TICK = _TICK, fn
+    try:
+        yield
+    finally:
+        _TICK = saved
+
+
+def tick(n: int) -> None:
+    """``n`` more units of the current piece are done (see ``ticking``); a no-op elsewhere."""
+    if _TICK is not None:
+        _TICK(n)
 
 
 def shard_seed(seed: int, case: int, shard: int) -> int:

@@ -24,11 +24,12 @@ from rheo.checks.cases.corpus import shrunk_search
 from rheo.checks.cases.matrix import impl_matrix
 from rheo.checks.cases.strategies import cases, cases_from_configs, config_pool
 from rheo.checks.differential.decisions import MARGIN, RequestCheck, reference_cycle
-from rheo.checks.outcome import Outcome
+from rheo.checks.outcome import Outcome, Progress
 from rheo.checks.protocol.calls import call_build_tree, call_verify
 from rheo.checks.protocol.inputs import KIND_NAMES, KINDS, case_config, float_instance, protocol_config, reference_tree
 from rheo.checks.protocol.load import Implementation
 from rheo.checks.protocol.outputs import BadOutput
+from rheo.progress import Meter
 from rheo.reference import UniformChooser, Uniforms
 from rheo.reference.instance import Instance, Table
 from rheo.reference.tree import build_tree as reference_build_tree
@@ -232,7 +233,12 @@ def supported_configs(impl: Implementation, seed: int) -> tuple[list[dict], int]
 
 
 def check_decisions(
-    impl: Implementation, examples: int, seed: int | None = 0, min_compared: int = 1, configs: list[dict] | None = None
+    impl: Implementation,
+    examples: int,
+    seed: int | None = 0,
+    min_compared: int = 1,
+    configs: list[dict] | None = None,
+    progress: Progress | None = None,
 ) -> Outcome:
     """Search ``examples`` cases for a decision the implementation takes differently from the
     reference; a difference is shrunk by Hypothesis. Only configurations the implementation
@@ -280,12 +286,16 @@ def check_decisions(
         u = Uniforms.random(np.random.default_rng(useed), c.K, c.B, c.depth)
         return compare_decisions(impl, inst, u), u
 
+    meter = Meter("decision equality", examples, progress, unit="examples")
+
     def differs(example):
         cmp, _ = run(example)
         seen[cmp.check.status] += 1
+        meter.advance()  # past ``examples``: shrinking a difference (the total is then unknown)
         return cmp.check.status == "differs"
 
     found, seed = shrunk_search(strategy, differs, examples, seed)
+    meter.close()
     data.update(seen, seed=seed)
     counts = (
         f"{examples} cases searched (seed {seed}): {seen['equal']} equal, {seen['near']} set aside (a decision "

@@ -19,6 +19,7 @@ from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.inputs import case_config
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.watch import describe
+from rheo.progress import Meter
 from rheo.reference.params import Params
 
 SEARCH_POOL = 600  # configurations drawn before the search; the small ones the implementation supports are searched
@@ -72,12 +73,13 @@ def check_exact(
 ):
     """Certify the implementation exactly on ``cases``; then let Hypothesis search
     ``search_examples`` small cases for one it is not lossless on and shrink it."""
-    if progress:
-        progress(f"  exact: {len(cases)} cases ({parallel.current().description})")
-    certs: list[Certificate] = parallel.current().map(exact_case, [(shipped(impl), case, max_runs) for case in cases])
+    meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
+    calls = [(shipped(impl), case, max_runs) for case in cases]
+    certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
+    meter.close()
     if progress:
         for i, cert in enumerate(certs, 1):
-            if cert.verdict not in ("lossless", "skipped") or i % 10 == 0 or i == len(cases):
+            if cert.verdict not in ("lossless", "skipped"):
                 progress(f"  exact {i}/{len(cases)}: {cert.summary()}")
     done = [c for c in certs if c.verdict in ("lossless", "not lossless")]
     bad = [c for c in certs if c.verdict == "not lossless"]

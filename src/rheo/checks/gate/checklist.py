@@ -48,7 +48,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
 
     def decisions(profile: Profile, progress) -> Outcome:
         return check_decisions(
-            impl, profile.impl_examples, search_seed(profile), min_compared=profile.impl_min_compared
+            impl, profile.impl_examples, search_seed(profile), min_compared=profile.impl_min_compared, progress=progress
         )
 
     def output_law(profile: Profile, progress) -> Outcome:

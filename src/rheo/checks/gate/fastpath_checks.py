@@ -9,6 +9,7 @@ from rheo.checks.cases.corpus import shrunk_search
 from rheo.checks.gate.run import search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
 from rheo.integrations.hf import MissingModel, chat_ids, gguf_path, load_target, require_hf
+from rheo.progress import Meter
 from rheo.reference.params import PAPER_TREE
 
 REAL_PROMPT = "Tell me a short story about a robot."  # a first-token law of entropy 3.1 nats
@@ -95,9 +96,11 @@ def fast_cycle_law_check() -> Check:
         cases = quiet_cases()
         alpha = FAMILY_ALPHA / len(cases)
         lines, data, bad = [], {}, None
+        meter = Meter("fastpath cycle law", len(cases) * profile.fast_cycles, progress, unit="cycles")
         for name, (V, cfg, T) in cases.items():
             inst = random_instance(V, cfg, T, seed=11)
             res = cycle_law_test(inst, sample_cycles(inst, profile.fast_cycles, seed=1), alpha)
+            meter.advance(profile.fast_cycles)
             lines.append(f"{name}: {res.describe()}")
             data[name] = {"reject": res.reject, "p_value": res.p_value, "detectable_tv": res.detectable_tv}
             if res.reject and bad is None:
@@ -110,6 +113,7 @@ def fast_cycle_law_check() -> Check:
                     "cycles": profile.fast_cycles,
                     "result": res.describe(),
                 }
+        meter.close()
         return Outcome("fail" if bad else "pass", "; ".join(lines), bad, data)
 
     return Check("fastpath: cycle law", "fastpath", run, needs_torch=True)
@@ -131,11 +135,13 @@ def fast_calibration_check() -> Check:
         inst = random_instance(V, cfg, T, seed=5)
         alpha = FAMILY_ALPHA / len(quiet_cases())  # the alpha the cycle-law check uses
         lines, missed = [], []
+        meter = Meter("fastpath calibration", 2 * profile.fast_cycles, progress, unit="cycles")
         for kind in ("sample_last", "uniform_reused"):
             bug_cfg, tamper = planted(kind)
             res = cycle_law_test(
                 inst, sample_cycles(inst, profile.fast_cycles, seed=2, cfg=bug_cfg, tamper=tamper), alpha
             )
+            meter.advance(profile.fast_cycles)
             lines.append(f"{kind}: {'fired' if res.reject else 'NOT FIRED'} ({res.describe()})")
             if not res.reject:
                 missed.append(kind)

@@ -36,6 +36,13 @@ from rheo.checks.statistics.output_law import check_output_law
 
 
 class RheoChecker:
+    """The fixture's object (docs/gate.md, "From pytest: the rheo_checker fixture").
+
+    Settings, as attributes: ``level`` ("smoke" | "quick" | "deep": the case matrix of exact
+    certification and the output law's spread), ``cycles`` (per output- and cycle-law case),
+    ``examples`` (decision-equality examples), ``exact_search`` (small cases searched after
+    the exact matrix), ``out_dir`` (where ``check`` writes counterexample files)."""
+
     def __init__(
         self, out_dir, examples: int = 300, cycles: int = 20_000, level: str = "quick", exact_search: int = 40
     ):

@@ -14,6 +14,7 @@ from rheo.checks.cases.corpus import corpus_entry, lossy, shrunk_search
 from rheo.checks.cases.strategies import max_nodes
 from rheo.checks.gate.run import search_seed
 from rheo.checks.outcome import Check, Outcome, Profile
+from rheo.progress import Meter
 from rheo.reference import certify
 from rheo.reference.generate import hashed_case
 
@@ -81,7 +82,9 @@ def matrix_instance(case: dict) -> tuple[bool, str, list[int]]:
 def exact_matrix_check(family: str) -> Check:
     def run(profile: Profile, progress) -> Outcome:
         cases = matrix_cases(family, profile.matrix)
-        verdicts = parallel.current().map(matrix_instance, [(case,) for case in cases])
+        meter = Meter(f"exact matrix, {family}", len(cases), progress, unit="instances")
+        verdicts = parallel.current().map(matrix_instance, [(case,) for case in cases], lambda i: meter.advance())
+        meter.close()
         for i, (case, (lossless, deviation, sequence)) in enumerate(zip(cases, verdicts)):
             if not lossless:
                 return Outcome(

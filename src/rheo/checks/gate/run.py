@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from rheo.checks.outcome import Check, CheckResult, Outcome, Profile
+from rheo.checks.outcome import Check, CheckResult, Outcome, Profile, Progress
 
 INSTALL_TORCH = 'pip install "rheosampling[torch]"'
 
@@ -63,14 +63,23 @@ def _target(out_dir: Path, stem: str, owner: str | None) -> Path:
     return out_dir / f"{stem}-{hashlib.blake2b(owner.encode(), digest_size=3).hexdigest()}.json"
 
 
-def run_checks(checks: list[Check], profile: Profile, out_dir: Path, progress=None) -> list[CheckResult]:
+def run_checks(
+    checks: list[Check],
+    profile: Profile,
+    out_dir: Path,
+    progress: Progress | None = None,
+    inner: Progress | None = None,
+) -> list[CheckResult]:
+    """Run ``checks``; ``progress`` hears a line as each starts and ends, ``inner`` (default:
+    ``progress``) the progress lines from inside each check."""
+    inner = inner or progress
     results = []
     for i, check in enumerate(checks, 1):
         if progress:
             progress(f"[{i}/{len(checks)}] {check.name} ...")
         t0 = time.perf_counter()
         try:
-            outcome = (check.needs_torch and torch_missing()) or check.run(profile, progress)
+            outcome = (check.needs_torch and torch_missing()) or check.run(profile, inner)
         except Exception as e:  # a crash inside a check is a failed check, with its message
             outcome = Outcome("fail", f"the check crashed: {type(e).__name__}: {e}")
         seconds = time.perf_counter() - t0

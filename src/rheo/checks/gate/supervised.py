@@ -67,7 +67,9 @@ def run_job(conn: Any, impl: Any, job: dict) -> None:
         if i < job["start"]:
             continue
         conn.send(("start", i))
-        [result] = run_checks([check], job["profile"], Path(job["out_dir"]), progress=None)
+        [result] = run_checks(
+            [check], job["profile"], Path(job["out_dir"]), inner=lambda line: conn.send(("progress", line))
+        )
         conn.send(("result", i, asdict(result)))
 
 

@@ -225,6 +225,9 @@ def session(job: dict, limits: Limits, deadline: float | None, results: dict, pr
             raise NothingMatched("; ".join(msg[1]))
         elif kind == "checks":
             s.names = msg[1]
+        elif kind == "progress":  # a line from inside a check (rheo.progress.Meter)
+            if progress:
+                progress(escape(msg[1]))
         elif kind == "start":
             s.current = msg[1]
             if progress and s.names:

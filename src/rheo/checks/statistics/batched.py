@@ -51,9 +51,10 @@ from rheo.checks.protocol.load import Implementation, implementation_of, message
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.protocol.watch import watched
 from rheo.checks.statistics.goodness_of_fit import gof
-from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, check_output_law, gof_json
+from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, check_output_law, gof_json, metered_shards
 from rheo.checks.statistics.sampling import _continue, table_law
 from rheo.fastpath import DraftTree, FastConfig, Params, Uniforms, VerifyResult, build_tree, verify
+from rheo.progress import Meter
 from rheo.reference.instance import Instance
 from rheo.testing import HashTableModel, ReferenceTableModel
 
@@ -179,7 +180,8 @@ def output_counts(
 
 def _run_batches(impl, inst, model, params, cycles, batch, g, counts, progress, label) -> None:
     dev = model.device
-    done, t0, shown = 0, time.perf_counter(), time.perf_counter()
+    done = 0
+    meter = Meter(label, cycles, progress, unit="cycles") if progress is not None else None
     while done < cycles:
         b = min(batch, cycles - done)
         model.batch = b
@@ -189,10 +191,11 @@ def _run_batches(impl, inst, model, params, cycles, batch, g, counts, progress, 
         tokens, lengths = _verify(impl, inst, tree, model.target_logits(tree), params, T, u, g, inst.n)
         _count_outputs(counts, tokens, lengths)
         done += b
-        if progress is not None and time.perf_counter() - shown > 5:
-            shown = time.perf_counter()
-            rate = done / (shown - t0)
-            progress(f"  {label}: {done}/{cycles} cycles ({rate:,.0f} per second)")
+        parallel.tick(b)
+        if meter is not None:
+            meter.update(done)
+    if meter is not None:
+        meter.close()
 
 
 def output_shard(ref: Implementation | str, case: dict, cycles: int, seed: int, batch: int = BATCH) -> Counter:
@@ -250,7 +253,7 @@ def check_output_law_batched(
     (``batched_counts``)."""
 
     def counted(impl, name, case, judged, cycles, seed, case_index, progress) -> Counter:
-        return batched_counts(impl, case, judged, cycles, seed, case_index, batch)
+        return batched_counts(impl, case, judged, cycles, seed, case_index, batch, progress, name)
 
     return check_output_law(
         impl,
@@ -268,7 +271,15 @@ def check_output_law_batched(
 
 
 def batched_counts(
-    impl: Implementation, case: dict, judged: Instance, cycles: int, seed: int, case_index: int, batch: int = BATCH
+    impl: Implementation,
+    case: dict,
+    judged: Instance,
+    cycles: int,
+    seed: int,
+    case_index: int,
+    batch: int = BATCH,
+    progress: Callable[[str], object] | None = None,
+    name: str = "",
 ) -> Counter:
     """One case's outputs through the batched protocol, in shards of
     ``parallel.SHARD_CYCLES_BATCHED`` cycles with their own seeds (``output_shard``),
@@ -277,7 +288,7 @@ def batched_counts(
         (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k), batch)
         for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES_BATCHED))
     ]
-    outputs: Counter = sum(parallel.current().map(output_shard, calls), Counter())
+    outputs = metered_shards(output_shard, calls, f"output law, batched, {name}", progress)
     return continued_counts(outputs, judged, np.random.default_rng([seed, case_index]))
 
 

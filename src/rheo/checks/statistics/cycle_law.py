@@ -19,6 +19,7 @@ from rheo.checks.protocol.load import Implementation
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import gof
 from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, gof_json, law_line
+from rheo.progress import Meter
 from rheo.reference import Uniforms, cycle_law
 from rheo.reference.generate import hashed_case
 
@@ -79,11 +80,12 @@ def check_cycle_law(
         law = {o: float(p) for o, p in cycle_law(load_case(case), "classes", count_draws=False).law.items()}
         c = inst.config
         counts: Counter = Counter()
+        meter = Meter(f"cycle law, {name}", cycles, progress, unit="cycles")
         try:
             for i in range(cycles):
                 counts[impl_cycle(impl, inst, Uniforms.random(rng, c.K, c.B, c.depth))] += 1
-                if progress and (i + 1) % 5000 == 0:
-                    progress(f"  cycle law {name}: {i + 1}/{cycles} cycles")
+                meter.update(i + 1)
+            meter.close()
         except NotImplementedError:
             unsupported.append(name)
             continue

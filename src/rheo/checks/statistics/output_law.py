@@ -24,6 +24,7 @@ from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import GofResult, gof
+from rheo.progress import Meter
 from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
 
@@ -43,6 +44,9 @@ def sequence_law(inst: Instance) -> dict[tuple, float]:
         law = inst.target_law(prefix)
         stack.extend((prefix + (x,), pr * float(law[x])) for x in range(inst.n) if law[x] > 0)
     return out
+
+
+TICK = 1000  # cycles between the progress meter's ticks
 
 
 def continued_outputs(
@@ -67,8 +71,11 @@ def continued_outputs(
                     x = int(np.flatnonzero(np.diff(np.concatenate([[0.0], cdf])) > 0)[-1])
                 seq = seq + (x,)
         counts[seq] += 1
-        if progress and (i + 1) % 5000 == 0:
-            progress(f"  {label}: {i + 1}/{cycles} cycles")
+        if (i + 1) % TICK == 0:
+            parallel.tick(TICK)
+            if progress:
+                progress(f"  {label}: {i + 1}/{cycles} cycles")
+    parallel.tick(cycles % TICK)
     return counts
 
 
@@ -135,9 +142,20 @@ def per_request_counts(
         (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k))
         for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
     ]
-    if progress:
-        progress(f"  output law {name}: {cycles} cycles in {len(calls)} shards ({parallel.current().description})")
-    return sum(parallel.current().map(output_law_shard, calls), Counter())
+    return metered_shards(output_law_shard, calls, f"output law, {name}", progress)
+
+
+def metered_shards(fn: Callable[..., Counter], calls: list[tuple], what: str, progress=None) -> Counter:
+    """The summed counts of statistical shards ``fn(*call)`` (each call's third argument
+    its cycles), run where ``parallel.current()`` runs them, with a progress meter: shards
+    in this process tick as they go (``parallel.tick``), a Ray task counts when it ends."""
+    meter = Meter(what, sum(call[2] for call in calls), progress, unit="cycles")
+    executor = parallel.current()
+    done = None if isinstance(executor, parallel.Serial) else (lambda i: meter.advance(calls[i][2]))
+    with parallel.ticking(meter.advance):
+        counts: Counter = sum(executor.map(fn, calls, done), Counter())
+    meter.close()
+    return counts
 
 
 def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
