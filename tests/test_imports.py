@@ -30,6 +30,7 @@ ALLOWED = {
     "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference"},
     "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference"},
     "rheo.checks.outcome": set(),
+    "rheo.checks.pictures": {"rheo.reference", "rheo.casefile"},
     "rheo.checks": {
         "rheo.checks",
         "rheo.casefile",
