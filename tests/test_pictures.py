@@ -1,5 +1,5 @@
 """Pictures of findings (rheo.checks.pictures): counterexample payloads of real checks on
-planted bugs and a hand-built draft tree. Each PNG is read back and
+planted bugs, a hand-built draft tree, and ``rheo exact --plot``. Each PNG is read back and
 must be a picture: its size, many colours, the bars' own colours, not blank."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rheo.casefile import builtin_examples, load_case
 from rheo.checks import pictures
 from rheo.checks.exact_impl import certify_implementation, counterexample
 from rheo.checks.harness import check_output_law, load_implementation
+from rheo.cli import main
 from rheo.reference import certify, continued_sequence_law, target_sequence_probability
 from rheo.reference.generate import hashed_case
 
@@ -166,10 +167,32 @@ def test_the_rows_are_the_continued_law_and_the_search_finds_the_same(monkeypatc
     assert (0, 0) in {r.sequence for r in included}
 
 
-def test_without_matplotlib_nothing_is_drawn(tmp_path, monkeypatch):
+def test_rheo_exact_plot_draws_the_law(tmp_path, capsys):
+    out = tmp_path / "abc-constant.png"
+    assert main(["exact", "--example", "abc-constant", "--plot", str(out), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)  # stdout stays one JSON object
+    assert printed["plot"] == str(out) and printed["lossless"] is False
+    read_picture(out, min_width=1200)
+    lossless = tmp_path / "abc.png"
+    assert main(["exact", "--plot", str(lossless)]) == 0
+    read_picture(lossless, min_width=1200)
+
+
+def test_rheo_exact_plot_into_a_missing_folder_is_bad_input(tmp_path, capsys):
+    assert main(["exact", "--plot", str(tmp_path / "no" / "x.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rheo: error: --plot: cannot write")
+
+
+def test_without_matplotlib_plot_is_bad_input(tmp_path, capsys, monkeypatch):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.setitem(sys.modules, name, None)  # every import of matplotlib now fails
     assert not pictures.have_matplotlib()
     out = tmp_path / "x.png"
+    assert main(["exact", "--example", "abc-constant", "--plot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == 'rheo: error: --plot: needs matplotlib; pip install "rheosampling[notebooks]"\n'
+    assert main(["exact", "--plot", str(out), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"error": f"--plot: {pictures.MATPLOTLIB_MISSING}"}
     assert pictures.write_counterexample_picture({"worst_tree": TREE}, out) is None
     assert not out.exists()
