@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
+from rheo.checks.gate.pictures import MATPLOTLIB_MISSING, write_law_picture
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, printable, progress
 from rheo.reference import CaseError, Deadline, Timeout, certify
 from rheo.reference.certify import Report
@@ -92,6 +93,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="time cap for counting joint draws with the class enumerator (reported as null past it; "
         f"default {DEFAULT_COUNT_TIMEOUT:g}; 0 = do not count; never past --timeout)",
+    )
+    ex.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw a picture into this PNG file: the cycle law continued to length depth+1 against p_T "
+        "(the sequences furthest from it, then the likeliest) and the cycle law itself; --json adds its path "
+        'as "plot" (needs matplotlib: pip install "rheosampling[notebooks]")',
     )
     add_json_flag(ex)
 
@@ -189,6 +197,14 @@ def cmd_exact(args) -> int:
                 f"temperature: in float64, p^(1/T) underflows to 0 for every token of a law at T = "
                 f"{one_line(str(case.get('temperature')), 40)}; use a larger T, T = 0 (the argmax) or exact arithmetic"
             )
+        if args.plot:  # the picture (rheo.checks.gate.pictures); --json names it as "plot"
+            try:
+                plotted = write_law_picture(report, args.plot, case.get("name") or source)
+            except OSError as e:
+                return fail(f"--plot: cannot write {args.plot}: {e.strerror or e}")
+            if plotted is None:
+                return fail(f"--plot: {MATPLOTLIB_MISSING}")
+            report.extras["plot"] = str(plotted)
         if args.json:
             out = report.to_json()
             out["case"] = case.get("name") or source
