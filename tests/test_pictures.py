@@ -198,3 +198,33 @@ def test_without_matplotlib_plot_is_bad_input(tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out) == {"error": f"--plot: {pictures.MATPLOTLIB_MISSING}"}
     assert pictures.write_counterexample_picture({"worst_tree": TREE}, out) is None
     assert not out.exists()
+
+
+def test_findings_carry_a_draft_tree_that_yields_their_worst_sequence(exact_payload, law_payload):
+    """Both kinds of finding of a tree-building implementation carry ``worst_tree``: one of
+    its cycles whose emitted tokens begin the worst sequence, accepted nodes walking down
+    the tree from the root."""
+    for payload, worst in (
+        (exact_payload, exact_payload["worst_sequence"]),
+        (law_payload, law_payload["worst_sequences"][0]["sequence"]),
+    ):
+        tree = payload["worst_tree"]
+        assert list(worst[: len(tree["emitted"])]) == tree["emitted"]
+        parent = -1
+        for i in tree["accepted"]:
+            assert tree["parents"][i] == parent
+            parent = i
+        assert tree["emitted"][:-1] == [tree["tokens"][i] for i in tree["accepted"]]
+        assert tree["last"] in ("bonus", "correction")
+
+
+def test_the_gate_writes_a_picture_beside_each_failing_law(tmp_path):
+    """rheo gate --impl on a lossy verifier: the output-law finding's PNG lies beside its
+    JSON, the report names it, and --json gives its path."""
+    out = tmp_path / "out"
+    argv = ["gate", "--impl", "examples.buggy_impl:ReusedUniform", "--profile", "smoke", "--only", "output law"]
+    code = main([*argv, "--out", str(out), "--json"])
+    assert code == 1
+    [png] = sorted(out.glob("*.png"))
+    assert png.with_suffix(".json").is_file() and png.stem == "examples-buggy-impl-reuseduniform-output-law"
+    read_picture(png, colours=(drawing.OBSERVED, drawing.TARGET, drawing.ACCEPTED))

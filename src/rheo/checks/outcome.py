@@ -116,6 +116,7 @@ class CheckResult:
     detail: str
     counterexample: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    picture: str | None = None  # <counterexample>.png beside it (rheo.checks.gate.pictures), if drawn
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,5 +126,6 @@ class CheckResult:
             "seconds": round(self.seconds, 3),
             "detail": self.detail,
             "counterexample": self.counterexample,
+            "picture": self.picture,
             "data": self.data,
         }

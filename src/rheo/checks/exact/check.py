@@ -16,7 +16,9 @@ from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.outcome import Outcome
-from rheo.checks.protocol.inputs import case_config
+from rheo.checks.protocol.example_tree import with_example_tree
+from rheo.checks.protocol.inputs import case_config, law_instance
+from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.watch import describe
 from rheo.progress import Meter
@@ -46,7 +48,10 @@ def describe_case(case: dict) -> str:
 
 
 def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dict[str, Any]:
-    return {
+    """The counterexample file of a case certified not lossless, with a draft tree of one
+    cycle that begins its worst sequence (``worst_tree``) where the implementation builds or
+    verifies trees."""
+    payload = {
         "check": "exact certification",
         "implementation": impl.name,
         "verdict": "not lossless (exact)",
@@ -56,6 +61,9 @@ def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dic
         "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
         "replay": f"rheo gate --impl {impl.name} --replay FILE",
     }
+    if cert.sequence is None:
+        return payload
+    return with_example_tree(payload, impl, judged_instance(impl, law_instance(cert.case)), cert.sequence)
 
 
 def exact_case(ref: Implementation | str, case: dict, max_runs: int) -> Certificate:

@@ -25,6 +25,8 @@ def render(results: list[CheckResult], profile: str, header: str = "", strict: b
     for r in results:
         if r.verdict != "pass" or r.group == "implementation":
             lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
+            if r.picture:
+                lines.append(f"  picture: {r.picture}")
     passed, why = gate_verdict(results, strict)
     lines.append(
         f"gate {'PASSED' if passed else 'FAILED'} ({profile}): {s['pass']} passed, {s['fail']} failed, "

@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+from rheo.checks.gate.pictures import write_counterexample_picture
 from rheo.checks.outcome import Check, CheckResult, Outcome, Profile, Progress
 
 INSTALL_TORCH = 'pip install "rheosampling[torch]"'
@@ -83,7 +84,7 @@ def run_checks(
         except Exception as e:  # a crash inside a check is a failed check, with its message
             outcome = Outcome("fail", f"the check crashed: {type(e).__name__}: {e}")
         seconds = time.perf_counter() - t0
-        path = None
+        path = picture = None
         if outcome.counterexample is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             payload = outcome.counterexample
@@ -92,12 +93,25 @@ def run_checks(
             target = _target(out_dir, check.file_stem or slug(check.name), check.owner)
             target.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
             path = str(target)
+            picture = _picture(payload, target)
         results.append(
-            CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path, outcome.data)
+            CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path, outcome.data, picture)
         )
         if progress:
             progress(f"      {outcome.verdict} ({seconds:.1f} s)")
     return results
+
+
+def _picture(payload: dict, target: Path) -> str | None:
+    """``<counterexample>.png`` beside the file, for the findings a picture shows (the worst
+    sequences of an output law or an exact certificate, with a draft tree where there is
+    one); None without matplotlib or for other findings. Drawing never fails a check: a
+    picture that cannot be drawn is left out."""
+    try:
+        written = write_counterexample_picture(payload, target.with_suffix(".png"))
+    except (OSError, ValueError):
+        return None
+    return None if written is None else str(written)
 
 
 def summary(results: list[CheckResult]) -> dict:

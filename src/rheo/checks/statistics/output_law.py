@@ -19,6 +19,7 @@ from rheo.checks import parallel
 from rheo.checks.cases.matrix import output_law_cases
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.calls import impl_cycle
+from rheo.checks.protocol.example_tree import with_example_tree
 from rheo.checks.protocol.inputs import law_instance, protocol_config
 from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
@@ -282,6 +283,7 @@ def check_output_law(
             differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
         if res.reject and worst is None:
             worst = law_counterexample(check, impl, name, case, judge, seed, alpha, res, counts, law)
+            worst = with_example_tree(worst, impl, judged, worst["worst_sequences"][0]["sequence"])
     if len(data["cases"]) < min_cases:
         return Outcome(
             "fail",

@@ -1,0 +1,86 @@
+"""A draft tree that shows a finding: one cycle of the implementation whose emitted tokens
+begin the worst sequence of an output-law or exact finding, with its accepted path, drawn
+beside the sequences (``rheo.checks.gate.pictures``, the ``worst_tree`` of a counterexample
+file). Only for implementations that build or verify trees; a ``cycle`` implementation
+returns tokens alone, so there is no tree to show.
+
+The cycle is found by running the implementation on fresh uniforms (its own randomness,
+where it has it) until its output is a prefix of the sequence, at most ``TRIES`` times (and ``SECONDS``); the
+parts it does not provide are the reference's, as in every check (``impl_cycle``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from rheo.checks.protocol.calls import call_build_tree, call_verify
+from rheo.checks.protocol.inputs import KIND_NAMES, reference_tree
+from rheo.checks.protocol.load import Implementation
+from rheo.reference import UniformChooser, Uniforms, walk
+from rheo.reference.instance import Instance
+from rheo.reference.tree import LabelledTree
+from rheo.reference.tree import build_tree as reference_build_tree
+
+TRIES = 5000  # cycles tried before giving up (a prefix of probability 1/1000 is found with 99% chance)
+SECONDS = 10.0  # and at most this long
+
+
+def example_tree(impl: Implementation, inst: Instance, sequence: tuple[int, ...], seed: int = 0) -> dict | None:
+    """``worst_tree`` for ``sequence`` (the format of ``rheo.checks.gate.pictures``): the
+    tree of one cycle that emits a prefix of ``sequence``, its accepted nodes, the emitted
+    tokens and whether the last is a bonus or a correction; None for a ``cycle``
+    implementation, or when no cycle in ``TRIES`` emits such a prefix (or the
+    implementation fails on the way: the finding itself says how), or in ``SECONDS``."""
+    if impl.runs_cycles or not (impl.builds_trees or impl.verifies):
+        return None
+    rng = np.random.default_rng(seed)
+    c = inst.config
+    stop = time.monotonic() + SECONDS
+    for attempt in range(TRIES):
+        if time.monotonic() > stop:
+            return None
+        u = Uniforms.random(rng, c.K, c.B, c.depth)
+        try:
+            tree, emitted, accepted = _cycle(impl, inst, u)
+        except Exception:  # the finding reports a broken implementation; no picture of it
+            return None
+        if tuple(emitted) == tuple(sequence[: len(emitted)]):
+            leaf = accepted[-1] if accepted else -1
+            has_children = any(int(p) == leaf for p in tree["parents"])
+            return {
+                "tokens": [int(x) for x in tree["tokens"]],
+                "parents": [int(x) for x in tree["parents"]],
+                "kinds": [int(x) for x in tree["kinds"]],
+                "slots": [int(x) for x in tree["slots"]],
+                "accepted": [int(i) for i in accepted],
+                "emitted": [int(t) for t in emitted],
+                "last": "correction" if has_children else "bonus",
+                "note": f"one cycle of {impl.name} (uniforms #{attempt}) that emits {' '.join(map(str, emitted))}",
+            }
+    return None
+
+
+def _cycle(impl: Implementation, inst: Instance, u: Uniforms) -> tuple[dict, tuple, list[int]]:
+    """(tree, emitted tokens, accepted node indices) of one cycle with the implementation's parts."""
+    if impl.builds_trees:
+        tree = call_build_tree(impl, inst, u)
+    else:
+        tree = reference_tree(inst, reference_build_tree(inst, UniformChooser(u)))
+    if impl.verifies:
+        emitted, accepted = call_verify(impl, inst, tree, u)
+        return tree, tuple(emitted), list(accepted)
+    labelled = LabelledTree(
+        (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
+    )
+    out, acc = walk(inst, labelled, UniformChooser(u))
+    rows = {sp: i for i, sp in enumerate(tree["slot_paths"])}
+    return tree, tuple(out), [rows[sp] for sp in acc]
+
+
+def with_example_tree(payload: dict[str, Any], impl: Implementation, inst: Instance, sequence) -> dict[str, Any]:
+    """``payload`` with its ``worst_tree`` (when one is found)."""
+    tree = example_tree(impl, inst, tuple(int(t) for t in sequence))
+    return payload if tree is None else {**payload, "worst_tree": tree}
