@@ -68,28 +68,71 @@ def test_float64_case_prints_numbers(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content,needle",
+    "content,needles",
     [
-        ('{"vocab_size": 2}', "target: is required"),
-        ("{nope", "not valid JSON"),
+        ('{"vocab_size": 2}', [f"{key}: is required" for key in ("target", "draft", "policy", "K", "depth", "budget")]),
+        ("{nope", ["not valid JSON"]),
         (
             '{"vocab_size": 2, "target": {"*": ["1/2","1/2"]}, "draft": {"*": ["1/2","1/2"]}, "policy": "rheo", '
             '"K": 2, "m": 2, "depth": 1, "budget": 1}',
-            "m: must be <= K-1",
+            ["m: must be <= K-1"],
         ),
     ],
 )
-def test_bad_input_exits_2_with_one_line(tmp_path, content, needle):
+def test_bad_input_exits_2_with_one_line_per_error(tmp_path, content, needles):
     path = tmp_path / "bad.json"
     path.write_text(content)
     r = rheo("exact", str(path), "--json")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], r.stderr
-    assert "Traceback" not in r.stderr
-    assert json.loads(r.stdout) == {"error": lines[0].removeprefix("rheo: error: ")}  # under --json, also on stdout
+    assert len(lines) == len(needles) and all(n in line for n, line in zip(needles, lines)), r.stderr
+    assert all(line.startswith("rheo: error: ") for line in lines) and "Traceback" not in r.stderr
+    errors = [line.removeprefix("rheo: error: ") for line in lines]
+    assert json.loads(r.stdout) == {"error": errors[0], "errors": errors}  # under --json, also on stdout
     plain = rheo("exact", str(path))
     assert plain.returncode == 2 and plain.stdout == "" and plain.stderr == r.stderr
+
+
+THREE_ERRORS = {  # an unknown key, m = K and a law that does not sum to 1 (issue 20)
+    "vocab_size": 3,
+    "target": {"*": ["1/5", "1/2", "1/2"]},
+    "draft": {"*": ["1/2", "3/10", "1/5"]},
+    "policy": "rheo",
+    "K": 3,
+    "m": 3,
+    "depth": 1,
+    "budget": 2,
+    "colour": "red",
+}
+THREE_LINES = [
+    "rheo: error: colour: unknown key; allowed keys here: K, arithmetic, beam,",
+    'rheo: error: target["*"]: must sum to exactly 1 in exact mode, sums to 6/5',
+    "rheo: error: m: must be <= K-1 = 2, got 3",
+]
+
+
+def test_every_error_of_a_case_file_at_once(tmp_path):
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(THREE_ERRORS))
+    r = rheo("exact", str(path))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and r.stdout == "" and len(lines) == 3, r.stderr
+    assert all(line.startswith(start) for line, start in zip(lines, THREE_LINES)), r.stderr
+    j = rheo("exact", str(path), "--json")
+    out = json.loads(j.stdout)
+    assert j.returncode == 2 and j.stderr == r.stderr
+    assert out["errors"] == [line.removeprefix("rheo: error: ") for line in lines] and out["error"] == out["errors"][0]
+
+
+def test_gate_cases_lists_every_error_of_a_bad_file(tmp_path):
+    (tmp_path / "three.json").write_text(json.dumps(THREE_ERRORS))
+    r = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cases", str(tmp_path), "--json")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 3, r.stderr
+    prefix = f"rheo: error: --cases {tmp_path / 'three.json'}: "
+    assert all(line.startswith(prefix + start.removeprefix("rheo: error: ")) for line, start in zip(lines, THREE_LINES))
+    out = json.loads(r.stdout)
+    assert out["errors"] == [line.removeprefix("rheo: error: ") for line in lines] and out["error"] == out["errors"][0]
 
 
 @pytest.mark.parametrize(
@@ -107,7 +150,9 @@ def test_every_command_prints_a_json_error_object_under_json(args):
     r = rheo(*args, *(() if "--json" in args else ("--json",)))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("rheo: error: "), r.stderr
-    assert json.loads(r.stdout) == {"error": lines[0].removeprefix("rheo: error: ")}
+    error = lines[0].removeprefix("rheo: error: ")
+    out = json.loads(r.stdout)
+    assert out["error"] == error and out.get("errors", [error]) == [error]  # "errors": bad input from a case file
 
 
 def test_json_flag_before_or_after_the_command():

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rheo.casefile import load_case
+from rheo.casefile import MAX_ERRORS, load_case
 from rheo.reference import CaseError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,8 +250,10 @@ def exact_on(folder: Path, data: bytes, capsys, monkeypatch) -> None:
     code, out, err = run(folder, ("exact", str(path), "--timeout", "5", "--count-timeout", "1"), capsys, monkeypatch)
     assert code in (0, 1, 2, 3), (code, err)
     assert time.perf_counter() - t0 < 5 + 2
-    if code in (2, 3):
-        assert len(err.strip().splitlines()) == 1 and err.startswith("rheo: error: "), err
+    if code in (2, 3):  # one line per error, each an error line (a case file's: at most MAX_ERRORS)
+        lines = err.strip().splitlines()
+        assert 1 <= len(lines) <= (MAX_ERRORS if code == 2 else 1), err
+        assert all(line.startswith("rheo: error: ") for line in lines), err
 
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, printable, progress
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, printable, progress
 from rheo.reference import CaseError, Deadline, Timeout, certify
 from rheo.reference.certify import Report
 from rheo.reference.numbers import fmt_number
@@ -179,7 +179,7 @@ def cmd_exact(args) -> int:
             )
             add_single_layer_facts(report)
         except CaseError as e:
-            return fail(one_line(str(e)))
+            return fail_case(e, one_line)
         except Timeout as e:
             return fail(f"--timeout: {e}; raise --timeout (0 = no limit) or shrink the case", 3)
         except ZeroDivisionError:

@@ -28,7 +28,7 @@ from rheo.checks.worker import (
     run_impl_checks,
     run_replay,
 )
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, progress
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, progress
 from rheo.reference import CaseError
 
 
@@ -213,7 +213,7 @@ def cmd_gate(args) -> int:
         try:
             extra_cases = read_case_dir(args.cases)
         except CaseError as e:
-            return fail(str(e))
+            return fail_case(e)
     limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit)
     if args.ray is not None:
         if importlib.util.find_spec("ray") is None:
