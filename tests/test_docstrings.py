@@ -11,6 +11,8 @@ MODULES = [
     "rheo.reference.instance",
     "rheo.reference.generate",
     "rheo.reference.params",
+    "rheo.reference.estimate",
+    "rheo.progress",
     "rheo.checks.goodness_of_fit",
     "rheo.checks.parallel",
     "rheo.checks.harness",

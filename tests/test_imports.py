@@ -27,8 +27,9 @@ ALLOWED = {
     "rheo.reference": {"rheo.reference"},
     "rheo.fastpath": {"rheo.fastpath", "rheo.reference.params", "rheo.reference.numbers"},
     "rheo.casefile": {"rheo.reference"},
-    "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference"},
-    "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference"},
+    "rheo.progress": set(),  # progress lines (Meter): a leaf every room may use
+    "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference", "rheo.progress"},
+    "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference", "rheo.progress"},
     "rheo.checks.outcome": set(),
     "rheo.checks": {
         "rheo.checks",
@@ -37,8 +38,18 @@ ALLOWED = {
         "rheo.fastpath",
         "rheo.testing",
         "rheo.integrations",
+        "rheo.progress",
     },
-    "rheo.bench": {"rheo.bench", "rheo.reference", "rheo.fastpath", "rheo.testing", "rheo.integrations", "rheo.checks"},
+    "rheo.bench.targets": set(),  # the benchmarks' targets and their verdicts per device: a leaf
+    "rheo.bench": {
+        "rheo.bench",
+        "rheo.reference",
+        "rheo.fastpath",
+        "rheo.testing",
+        "rheo.integrations",
+        "rheo.checks",
+        "rheo.progress",
+    },
     "rheo.cli": {
         "rheo.cli",
         "rheo",
@@ -48,6 +59,7 @@ ALLOWED = {
         "rheo.checks",
         "rheo.bench",
         "rheo.integrations",
+        "rheo.progress",
     },
     "rheo.cases": set(),
     "rheo": set(),  # src/rheo/__init__.py: the version and a map, nothing more

@@ -193,12 +193,15 @@ def _is_json_number_or_string(x: object) -> bool:
     return isinstance(x, str) or (isinstance(x, numbers.Number) and not isinstance(x, bool))
 
 
-def _law(vec: list, field: str, deadline: Deadline | None) -> list[Fraction]:
+def _law(vec: list, field: str, deadline: Deadline | None, before: int = 0) -> list[Fraction]:
     """One vector of a table, each entry checked as the schema would and read exactly
-    (an entry equal to an earlier one is read once: large vocabularies repeat a few values)."""
+    (an entry equal to an earlier one is read once: large vocabularies repeat a few values).
+    The deadline is checked after each entry, counting ``before`` + the entries read."""
     law = []
     read: dict[tuple[type, object], Fraction] = {}
-    for i, v in enumerate(paced(vec, deadline, "reading the tables")):
+    for i, v in enumerate(vec):
+        if deadline is not None:
+            deadline.check(before + i, "table entries read")
         key = (type(v), v) if type(v) in (str, int) or (type(v) is Decimal and v.is_finite()) else None
         x = None if key is None else read.get(key)
         if x is None:
@@ -322,18 +325,14 @@ def _guarded(found: _Found, check: Callable[..., object], *args: Any) -> None:
         found.add(e)
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _check_vector(
-    laws: dict, field: str, key: str, vec: list, n: int | None, exact: bool, deadline: Deadline | None
+    laws: dict, field: str, key: str, vec: list, n: int | None, exact: bool, deadline: Deadline | None, before: int
 ) -> None:
     """One table vector: its prefix key, its entries, its law (``n`` None: vocab_size is
     bad, so the law's sum and signs only); the law read goes into ``laws[key]``."""
     if n is not None:
         _check_prefix_key(key, n, field)
-    law = _law(vec, field, deadline)
+    law = _law(vec, field, deadline, before)
     check_law(law, len(law) if n is None else n, exact, field, deadline)
     laws[key] = law
 
@@ -355,31 +354,35 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
         if key not in bad:
             _guarded(found, check_number_size, case.get(key), key)
     depth = case.get("depth")
-    if _is_int(depth) and depth > MAX_DEPTH:
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth > MAX_DEPTH:
         found.add(CaseError("depth", f"must be <= {MAX_DEPTH}, got {depth}"))
     if "temperature" not in bad and "arithmetic" not in bad:
         _guarded(found, _check_exact_temperature, case)
-    proxy = case.get("proxy")
-    proxy_ok = isinstance(proxy, dict) and "proxy" not in bad
-    if proxy_ok:
+    given = case.get("proxy")
+    proxy = given if isinstance(given, dict) and "proxy" not in bad else None
+    if proxy is not None:
         _guarded(found, check_number_size, proxy.get("constant"), "proxy.constant")
         for key, value in proxy.get("per_prefix", {}).items():
             _guarded(found, check_number_size, value, f'proxy.per_prefix["{key}"]')
-    n = case.get("vocab_size")
-    n_ok = _is_int(n) and n >= 1
+    vocab = case.get("vocab_size")
+    n = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab >= 1 else None
     exact = case.get("arithmetic", "exact") == "exact"
     tables: dict = {"target": {}, "draft": {}}
-    for name in TABLES:
-        table = case.get(name)
-        if not isinstance(table, dict):
-            continue  # the schema said so
-        for key, vec in table.items():
-            if not isinstance(vec, list) or not _PREFIX.search(key):
-                continue  # the schema said so
-            _guarded(
-                found, _check_vector, tables[name], f'{name}["{key}"]', key, vec, n if n_ok else None, exact, deadline
-            )
-    if proxy_ok and n_ok and isinstance(proxy.get("per_prefix"), dict):
+    vectors = [
+        (name, key, vec)
+        for name in TABLES
+        if isinstance(case.get(name), dict)
+        for key, vec in case[name].items()
+        if isinstance(vec, list) and _PREFIX.search(key)
+    ]  # the others: the schema said what is wrong
+    if deadline is not None:
+        deadline.begin("table entries read", sum(len(vec) for _, _, vec in vectors))
+    before = 0
+    for name, key, vec in vectors:
+        field = f'{name}["{key}"]'
+        _guarded(found, _check_vector, tables[name], field, key, vec, n, exact, deadline, before)
+        before += len(vec)
+    if proxy is not None and n is not None and isinstance(proxy.get("per_prefix"), dict):
         for key in proxy["per_prefix"]:
             if _PREFIX.search(key):
                 try:
@@ -499,6 +502,8 @@ def parse_case_text(text: str, source: str = "case", deadline: Deadline | None =
     means 1/10); CaseError naming ``source`` for invalid JSON, deep nesting or an
     over-long number."""
     hooks = _Numbers(source, deadline)
+    if deadline is not None:
+        deadline.begin("numbers read")
     too_deep = CaseError(
         source, f"nests JSON arrays and objects more than {MAX_NESTING} deep; a case file needs 3 levels"
     )
