@@ -205,7 +205,8 @@ def test_unknown_keys_are_all_named(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and lines[0].startswith("rheo: error: case: unknown key (also unknown: check, verdict)")
     missing = ["vocab_size", "target", "draft", "policy", "K", "depth", "budget"]  # and every missing key, one a line
-    assert lines[1:] == [f"rheo: error: {k}: is required (see `rheo exact --help` for the case format)" for k in missing]
+    required = "is required (see `rheo exact --help` for the case format)"
+    assert lines[1:] == [f"rheo: error: {k}: {required}" for k in missing]
 
 
 # 8. long numbers ---------------------------------------------------------------------------

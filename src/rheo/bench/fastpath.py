@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import torch
 
-from rheo.bench.targets import Target, judge, summary
+from rheo.bench.targets import FASTPATH, judge, summary
 from rheo.fastpath import PAPER_TREE, Params, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
 from rheo.fastpath.verify_naive import verify_naive
@@ -43,12 +43,7 @@ from rheo.testing import HashTableModel
 
 MIN_SECONDS = 1.0  # each cycle variant runs at least this long in total (up to 50 runs)
 SCALE, DRAFT_NOISE = 6.0, 0.3  # target logits 6 x N(0, 1), draft = target + 0.3 x N(0, 1)
-TARGETS = (
-    Target("rheo_over_topk", "<=", 1.25),
-    Target("sparse_over_dense", "<=", 0.25),
-    Target("fast_over_naive_verify", ">=", 10.0, ("cuda",)),
-    Target("fast_over_naive_verify", ">=", 0.8, ("cpu",)),
-)
+TARGETS = FASTPATH
 
 
 def _sync(device):

@@ -133,3 +133,21 @@ def summary(verdicts: Sequence[Verdict]) -> dict[str, Any]:
         "targets_by_device": by_device,
         "target_verdicts": [v.to_json() for v in verdicts],
     }
+
+
+# every benchmark's targets, in one place: which holds on which device
+FASTPATH = (  # rheo bench fastpath (rheo.bench.fastpath)
+    Target("rheo_over_topk", "<=", 1.25),
+    Target("sparse_over_dense", "<=", 0.25),
+    Target("fast_over_naive_verify", ">=", 10.0, ("cuda",)),  # each op of the loop a kernel launch
+    Target("fast_over_naive_verify", ">=", 0.8, ("cpu",)),  # both bound by the same vocabulary-wide softmax
+)
+PER_CALL_TARGET_US = 1000.0  # rheo bench gate: the worker's cost per call, under 1 ms
+BATCHED_TARGET_CYCLES_60S = 1_000_000
+BATCHED_TARGET_TV = 0.006
+GATE = (  # rheo bench gate (rheo.bench.gate)
+    Target("worker_overhead_per_call_us", "<", PER_CALL_TARGET_US),
+    Target("batched_cycles_in_60s", ">=", BATCHED_TARGET_CYCLES_60S),
+    Target("batched_detectable_tv_60s", "<=", BATCHED_TARGET_TV),
+)
+EXACT = (Target("speedup", ">=", 20),)  # rheo bench exact (rheo.bench.exact): pure Python, any device

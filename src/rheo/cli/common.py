@@ -8,8 +8,9 @@ each gets its own stderr line (at most ``rheo.casefile.MAX_ERRORS``), and the JS
 is ``{"error": FIRST, "errors": [FIRST, ...]}`` (``fail_case``).
 
 Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a finding
-(NOT lossless, a failed check, a missed benchmark target), 2 = bad input (one line on
-stderr naming the field), 3 = gave up at --timeout.
+(NOT lossless, a failed check, a missed benchmark target for the device it ran on), 2 =
+bad input (one line on stderr naming the field; one per error of a case file), 3 = gave
+up at --timeout.
 
 Text that comes from the user (a case's name or description, a key, a path) can hold
 control characters; ``printable`` escapes them, and every error line goes through it.

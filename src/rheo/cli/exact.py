@@ -61,7 +61,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reading, building the laws, enumerating, certifying. A case file holds at most\n"
         f"{MAX_CASE_BYTES // 2**20} MiB of UTF-8 JSON, nested at most {MAX_NESTING} deep, numbers of at most "
         f"{MAX_DIGITS} digits.\n"
-        'A gate counterexample file (one with a "case" object) is read as its case.\n\n'
+        'A gate counterexample file (one with a "case" object) is read as its case.\n'
+        "bad input: one line per error of the case file, up to 20 (--json: error, errors).\n\n"
+        "progress: every phase longer than about 5 s reports on stderr once a second (done,\n"
+        "of how many, the rate, the time left). The work is estimated from the case's shape\n"
+        "(joint draws, class-enumerator branches); a second into the enumeration, one line\n"
+        "says so when it will not fit in --timeout, which still decides when to stop.\n\n"
         "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
         "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
         'enumerator, arithmetic, first_token_law, cycle_law ("0 2" -> probability), case, and\n'
