@@ -15,10 +15,11 @@ A tree has at most 1 + B(D-1) expansions: the root's, then at most B per layer b
   branch): the same product, except that the B expansions of the last layer (whose
   children are never expanded) branch at most f + 1 ways, f = K-m-1 fills (the draws past
   the first f stay one lazy group, docs/spec.md §5; with tie_break "token" or the "self"
-  proxy nothing is grouped). An upper bound: the enumerator also skips nodes that cannot
-  survive pruning and keeps lazy groups whole when their sample node is not expanded,
-  often by orders of magnitude, so the distinct classes it finds (``CycleLaw.classes``)
-  are fewer still.
+  proxy nothing is grouped). An upper bound, often by orders of magnitude: the enumerator
+  also skips nodes that cannot survive pruning and keeps lazy groups whole when their
+  sample node is not expanded. The distinct classes it finds (``CycleLaw.classes``) are
+  at most the joint draws (a branch whose lazy groups survive pruning holds one class per
+  token combination, so they can outnumber the branches).
 
 >>> from rheo.reference import make_instance
 >>> inst = make_instance(4, ["1/4"] * 4, ["1/4"] * 4, policy="rheo", K=3, m=1, depth=2, budget=4)

@@ -229,13 +229,13 @@ class Watch:
     table of one full law; branches for the class enumerator, an upper bound); the rate is
     measured over the enumeration's first ``CALIBRATION`` seconds (the class enumerator's
     by the share of its branches explored, which is sharper than its bound; while nothing
-    is done, at least that long per unit). If the time that gives is over ``MARGIN`` times
-    --timeout, one line on stderr says so, then and only then. ``--timeout`` still decides
-    when to stop."""
+    is done, at least that long per unit). If every guess of its second half gives a time
+    over ``MARGIN`` times --timeout, one line on stderr says so, then and only then.
+    ``--timeout`` still decides when to stop."""
 
     def __init__(self, timeout: float | None, report=progress, clock=time.perf_counter) -> None:
         self.timeout, self.report, self.clock = timeout, report, clock
-        self.meters = PhaseMeters(report)
+        self.meters = PhaseMeters(report, clock=clock)
         self.estimate: Estimate | None = None
         self.guesses: list[tuple[float, str, str]] = []  # (seconds in all, units, rate) at each heartbeat so far
         self.decided = False
@@ -246,8 +246,11 @@ class Watch:
         est = self.estimate
         if self.decided or est is None or self.timeout is None or deadline.phase != est.what:
             return
+        spent = self.clock() - deadline.started[est.what]
+        if spent < CALIBRATION / 2:
+            return  # too early to guess anything
         self.guesses.append(self.guess(deadline, est))
-        if self.clock() - deadline.started[est.what] < CALIBRATION:
+        if spent < CALIBRATION:
             return
         self.decided = True
         if min(self.guesses)[0] > MARGIN * self.timeout:  # every guess so far: too long
