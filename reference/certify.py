@@ -104,26 +104,36 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
         max_path_memo[s] = (top, arg)
         return top, arg
 
-    def rec(s: Output, a: Number, pt: Number) -> Call[None]:
+    searched = [0.0]  # the share of the search settled (progress lines): 1 split evenly over each prefix's tokens
+
+    def settled(share: float) -> None:
+        searched[0] += share
+        if deadline is not None:
+            deadline.shares["sequences compared"] = searched[0]
+
+    def rec(s: Output, a: Number, pt: Number, share: float) -> Call[None]:
         if len(s) == L:
             dev: Number = abs(a - pt)  # type: ignore[assignment]  # mypy joins abs(Fraction | float) to object
             if dev > best[0]:
                 best[:] = [dev, s, a, pt]
+            settled(share)
             return
         if s not in extended:
             diff: Number = abs(a - pt)  # type: ignore[assignment]  # as above
-            if not diff > best[0]:
-                return
-            mp, rest = yield max_path(s, L - len(s))
-            if diff * mp > best[0]:
-                best[:] = [diff * mp, s + rest, a * mp, pt * mp]
+            if diff > best[0]:
+                mp, rest = yield max_path(s, L - len(s))
+                if diff * mp > best[0]:
+                    best[:] = [diff * mp, s + rest, a * mp, pt * mp]
+            settled(share)
             return
         p = inst.target_law(s)
         for x in paced(range(n), deadline, "comparing sequences with p_T"):
             t = s + (x,)
-            yield rec(t, a * p[x] + law.get(t, zero), pt * p[x])
+            yield rec(t, a * p[x] + law.get(t, zero), pt * p[x], share / n)
 
-    run_stack(rec((), zero, one), deadline, "sequences compared")
+    if deadline is not None:
+        deadline.begin("sequences compared")
+    run_stack(rec((), zero, one, 1.0), deadline, "sequences compared")
     if best[1] is None:
         seq = (0,) * L
         pt = target_sequence_probability(inst, seq)

@@ -56,18 +56,19 @@ class _Group:
 
 
 class _State:
-    __slots__ = ("recorded", "layer", "queue", "d", "prob", "mult")
+    __slots__ = ("recorded", "layer", "queue", "d", "prob", "mult", "share")
     recorded: list[Node]
     layer: list[Node]
     queue: list[Node | None]  # None: the root
     d: int
     prob: Number
     mult: int
+    share: float  # this branch's share of the exploration, split by the draws at each branching (progress only)
 
     def copy(self) -> _State:
         s = _State()
         s.recorded, s.layer, s.queue = list(self.recorded), list(self.layer), list(self.queue)
-        s.d, s.prob, s.mult = self.d, self.prob, self.mult
+        s.d, s.prob, s.mult, s.share = self.d, self.prob, self.mult, self.share
         return s
 
 
@@ -90,6 +91,8 @@ class _Explorer:
         self.on_leaf = on_leaf
         self.deadline = deadline
         self.leaves = 0
+        self.shares_done = 0.0  # the share of the exploration finished (progress lines)
+        self.what = "joint-draw counting branches" if count_only else "class-enumerator branches"
         self.group = self.c.tie_break == "slot"
         self._groups_at: dict[Prefix, list[GroupSpec]] = {}  # prefix -> draw groups (a function of the prefix only)
 
@@ -100,6 +103,9 @@ class _Explorer:
     def run(self) -> None:
         st = _State()
         st.recorded, st.layer, st.queue, st.d, st.prob, st.mult = [], [], [_ROOT], 1, self.inst.one, 1
+        st.share = 1.0
+        if self.deadline is not None:
+            self.deadline.begin(self.what)
         with self.inst.bounded(self.deadline):
             run_stack(self._run(st), self.deadline, "class-enumerator steps")
 
@@ -177,6 +183,7 @@ class _Explorer:
                             st2.queue.append(v2)
                             st2.prob = st2.prob * (mass / g.total)
                             st2.mult //= len(g.tokens)
+                            st2.share /= len(g.tokens)
                             yield self._run(st2)
                         return
                 laws = self.inst.node_laws(() if v is _ROOT else v.prefix)
@@ -193,8 +200,10 @@ class _Explorer:
                 if len(groups) == 1:
                     self._apply(st, v, groups[0])
                     continue
+                draws = sum(len(tokens) for tokens, _, _ in groups)  # a lazy group may split into its tokens later
                 for group in groups:
                     st2 = st.copy()
+                    st2.share *= len(group[0]) / draws
                     self._apply(st2, v, group)
                     yield self._run(st2)
                 return
@@ -210,8 +219,9 @@ class _Explorer:
 
     def _finish(self, st: _State) -> None:
         self.leaves += 1
+        self.shares_done += st.share
         if self.deadline is not None:
-            self.deadline.check(self.leaves, "class-enumerator branches")
+            self.deadline.check(self.leaves, self.what, self.shares_done)
         pruned = sorted(st.recorded, key=self.key)[: self.c.budget]
         fixed = [(n.slot_path, n.token, n.kind) for n in pruned if not isinstance(n.token, _Group)]
         lazy = [n for n in pruned if isinstance(n.token, _Group)]
@@ -263,6 +273,8 @@ def class_cycle_law(
     ex = _Explorer(inst, skip_dead=True, on_leaf=leaf, deadline=deadline)
     ex.run()
     law: dict[Output, Number] = {}
+    if deadline is not None:
+        deadline.begin("classes verified", len(trees))
     with inst.bounded(deadline):
         for i, (tree, pt) in enumerate(trees.items()):
             if deadline is not None:
@@ -274,7 +286,12 @@ def class_cycle_law(
         cap = deadline
         if count_seconds is not None:  # its own cap, within what is left of the deadline
             left = None if deadline is None else deadline.remaining()
-            cap = Deadline(count_seconds if left is None else min(count_seconds, left))
+            seconds = count_seconds if left is None else min(count_seconds, left)
+            cap = (
+                Deadline(seconds)
+                if deadline is None
+                else Deadline(seconds, deadline.progress, deadline.every, deadline.heartbeat)
+            )
         try:
             draws = count_joint_draws(inst, cap)
         except Timeout:

@@ -20,6 +20,8 @@ def naive_cycle_law(inst: Instance, deadline: Deadline | None = None) -> CycleLa
     law: dict[Output, Number] = {}
     trees: set[LabelledTree] = set()
     draws = 0
+    if deadline is not None:
+        deadline.begin("joint draws")
     with inst.bounded(deadline):
         for prob, tree in enumerate_choices(lambda ch: build_tree(inst, ch), inst.one):
             draws += 1

@@ -29,12 +29,21 @@ Law = tuple[Number, ...]  # one number per token id
 
 
 class CaseError(ValueError):
-    """Bad input. ``field`` names the offending field, ``str(err)`` says what is expected."""
+    """Bad input. ``field`` names the offending field, ``str(err)`` says what is expected.
 
-    def __init__(self, field: str, message: str) -> None:
+    ``errors`` lists every problem found, one CaseError each, this one's own first: a
+    case file's independent errors are all reported at once (``rheo.casefile``); an error
+    raised on its own lists just itself."""
+
+    def __init__(self, field: str, message: str, errors: Sequence[CaseError] = ()) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self._errors = tuple(errors)
+
+    @property
+    def errors(self) -> list[CaseError]:
+        return list(self._errors) if self._errors else [self]
 
 
 def parse_exact(value: object, field: str) -> Fraction:

@@ -345,7 +345,7 @@ class Params:
         return out
 
     def to_protocol(self, vocab_size: int) -> dict[str, Any]:
-        """The config dict an ``--impl`` implementation receives (rheo.checks.harness):
+        """The config dict an ``--impl`` implementation receives (rheo.checks.protocol):
         case-file names, numbers as floats, beam resolved, m = 0 for Top-K."""
         f = self.target_filters
         return {

@@ -137,3 +137,70 @@ def test_reading_is_capped_and_json_nesting_bounded(tmp_path):
         parse_case_text("[" + "1" * 5000 + "]", "x.json")
     with pytest.raises(CaseError, match="has exponent 99999"):
         parse_case_text("[1e99999]", "x.json")
+
+
+# every independent error at once (issue 20) ------------------------------------------------
+
+MANY = [  # (case, the fields of its errors in order, the one message the loader gave before it listed them all)
+    (
+        bad(colour="red", m=3, target={"*": ["1/5", "1/2", "1/2"]}),
+        ["colour", 'target["*"]', "m"],
+        "colour: unknown key; allowed keys here: K, arithmetic, beam, budget, depth, description, draft, draft_law, "
+        "draft_top_k, epsilon, expected, m, name, policy, proxy, target, target_min_p, target_top_k, target_top_p, "
+        "temperature, tie_break, verify, vocab_size",
+    ),
+    (
+        {"vocab_size": 2},
+        ["target", "draft", "policy", "K", "depth", "budget"],
+        "target: is required (see `rheo exact --help` for the case format)",
+    ),
+    (
+        bad(beam=4, m=3, epsilon="-1", proxy={"constant": "2"}, target_top_p="0"),
+        ["m", "beam", "epsilon", "proxy.constant", "target_top_p"],
+        "m: must be <= K-1 = 2, got 3",
+    ),
+    (
+        bad(
+            target={"*": ["1/5", "1/2", "1/2"], "7": ["1/3", "1/3", "1/3"]},
+            draft={"*": ["x", "1/2", "1/2"], "": ["1/2", "1/2"]},
+        ),
+        ['target["*"]', 'target["7"]', 'draft["*"][0]', 'draft[""]'],
+        'target["*"]: must sum to exactly 1 in exact mode, sums to 6/5',
+    ),
+    (
+        bad(epsilon="1e-99999", temperature="1/1001", depth=10**7, m=5),
+        ["epsilon", "depth", "temperature", "m"],
+        "epsilon: has exponent -99999; a case file's numbers have exponents below 4300",
+    ),
+]
+
+
+@pytest.mark.parametrize("case,fields,before", MANY, ids=["three", "missing", "parameters", "tables", "limits"])
+def test_every_independent_error_is_reported_and_the_first_is_the_one_error_of_before(case, fields, before):
+    with pytest.raises(CaseError) as err:
+        load_case(case)
+    e = err.value
+    assert [x.field for x in e.errors] == fields, [str(x) for x in e.errors]
+    assert str(e) == before and str(e.errors[0]) == before  # CaseError's field and message: the first error
+    assert (e.field, e.message) == (e.errors[0].field, e.errors[0].message)
+    assert len({str(x) for x in e.errors}) == len(e.errors)  # each once
+
+
+def test_errors_are_capped_at_twenty():
+    from rheo.casefile import MAX_ERRORS
+
+    case = bad(target={"*": GOOD["target"]["*"], **{str(i): ["1/2", "1/2", "1/2"] for i in range(30)}})
+    with pytest.raises(CaseError) as err:
+        load_case(case)
+    assert MAX_ERRORS == 20 and len(err.value.errors) == 20
+    assert [x.field for x in err.value.errors[:4]] == ['target["0"]', 'target["1"]', 'target["2"]', 'target["3"]']
+    assert str(err.value) == 'target["0"]: must sum to exactly 1 in exact mode, sums to 3/2'
+
+
+def test_an_error_that_makes_the_rest_meaningless_stops_at_once():
+    with pytest.raises(CaseError) as err:
+        load_case(["not", "an", "object"])
+    assert [str(x) for x in err.value.errors] == ["(case): a case file holds one JSON object"]
+    with pytest.raises(CaseError) as err:
+        parse_case_text('{"vocab_size": 3, "K": ', "x.json")
+    assert len(err.value.errors) == 1 and err.value.errors[0] is err.value  # raised alone: lists itself

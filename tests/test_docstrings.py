@@ -34,7 +34,10 @@ MODULES = _modules()
 
 
 def test_the_examples_are_found():
-    assert {"rheo.reference.numbers", "rheo.checks.protocol.watch", "rheo.fastpath.laws"} <= set(MODULES)
+    assert {"rheo.reference.numbers", "rheo.reference.estimate", "rheo.progress", "rheo.checks.protocol.watch"} <= set(
+        MODULES
+    )
+    assert "rheo.fastpath.laws" in MODULES
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from rheo.casefile import MAX_CASE_BYTES, builtin_examples, load_case
-from rheo.reference import Deadline, Timeout, certify, make_instance, max_deviation, verification_law
+from rheo.reference import Deadline, Timeout, certify, cycle_law, make_instance, max_deviation, verification_law
 from rheo.reference.enumerate_classes import class_cycle_law
+from rheo.reference.estimate import work_estimate
 from rheo.reference.numbers import rank_order
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +42,11 @@ def rheo(*args):
 
 
 def one_error_line(r, code):
-    """The run exited with ``code`` and wrote exactly one line on stderr, an error line."""
+    """The run exited with ``code`` and wrote exactly one line on stderr, an error line
+    (at --timeout, exit 3, after the line that said at once that the case is too big, if any)."""
     lines = r.stderr.strip().splitlines()
+    if code == 3:
+        lines = [line for line in lines if not line.startswith("rheo exact: this case needs ")]
     assert r.returncode == code, r.stderr
     assert len(lines) == 1 and lines[0].startswith("rheo: error: "), r.stderr
     assert "Traceback" not in r.stderr
@@ -197,8 +201,12 @@ def test_a_gate_counterexample_file_is_read_as_its_case(tmp_path):
 
 def test_unknown_keys_are_all_named(tmp_path):
     saved = {"check": "exact certification", "case": "paper-abc", "verdict": "not lossless"}
-    line = one_error_line(rheo("exact", write(tmp_path, saved)), 2)
-    assert "rheo: error: case: unknown key (also unknown: check, verdict); allowed keys here:" in line
+    r = rheo("exact", write(tmp_path, saved))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and lines[0].startswith("rheo: error: case: unknown key (also unknown: check, verdict)")
+    missing = ["vocab_size", "target", "draft", "policy", "K", "depth", "budget"]  # and every missing key, one a line
+    required = "is required (see `rheo exact --help` for the case format)"
+    assert lines[1:] == [f"rheo: error: {k}: {required}" for k in missing]
 
 
 # 8. long numbers ---------------------------------------------------------------------------
@@ -256,3 +264,130 @@ def test_timeout_numbers_are_what_the_help_says():
     from rheo.cli.exact import DEFAULT_COUNT_TIMEOUT, DEFAULT_TIMEOUT
 
     assert DEFAULT_TIMEOUT == 300 and DEFAULT_COUNT_TIMEOUT == 30 and math.isfinite(DEFAULT_TIMEOUT)
+
+
+# 7. the work estimated before it starts, and progress ----------------------------------------
+
+
+def _enumerated(inst, enumerator):
+    d = Deadline(None)
+    law = class_cycle_law(inst, count_draws=True, deadline=d) if enumerator == "classes" else cycle_law(inst, "naive")
+    return law, d
+
+
+@pytest.mark.parametrize(
+    "tables,config",
+    [
+        ({"*": ["1/4"] * 4}, dict(policy="rheo", K=3, m=1, depth=2, budget=4)),
+        ({"*": ["1/5", "1/5", "1/5", "1/5", "1/5"]}, dict(policy="rheo", K=3, m=0, depth=2, budget=3, beam=2)),
+        ({"*": ["1/2", "1/4", "1/8", "1/8"]}, dict(policy="rheo", K=2, m=1, depth=3, budget=4, tie_break="token")),
+        ({"*": ["1/3"] * 3}, dict(policy="rheo", K=3, m=1, depth=1, budget=2, proxy="self")),
+    ],
+)
+def test_the_estimate_is_the_count_for_one_law_of_full_support(tables, config):
+    """Joint draws: exactly the naive enumerator's count (and at least the classes);
+    branches: at least the class enumerator's."""
+    n = len(tables["*"])
+    case = {"vocab_size": n, "target": tables, "draft": tables, **config}
+    inst = load_case(case)
+    naive, classes = work_estimate(inst, "naive"), work_estimate(inst, "classes")
+    law, d = _enumerated(load_case(case), "classes")
+    assert naive.exact and naive.count == law.joint_draws == cycle_law(load_case(case), "naive").joint_draws
+    assert classes.what == "class-enumerator branches" and d.counts[classes.what] <= classes.count
+    assert law.classes <= naive.count and classes.count <= naive.count
+    assert d.shares[classes.what] == pytest.approx(1.0)  # the share explored reaches 1
+
+
+def test_the_estimate_bounds_the_count_for_sparse_and_prefix_dependent_laws():
+    from rheo.reference.generate import hashed_case, hashed_instance
+
+    shapes = [(0, dict(K=3, m=1, budget=6)), (6, dict(K=3, m=1, budget=4)), (5, dict(K=2, m=0, budget=3))]
+    for zero_share, config in shapes:
+        case = hashed_case(5, 1, 2, zero_share=zero_share, policy="rheo", **config)
+        for inst in (load_case(case), hashed_instance(5, 1, zero_share=zero_share, depth=2, policy="rheo", **config)):
+            naive, classes = work_estimate(inst, "naive"), work_estimate(inst, "classes")
+            law, d = _enumerated(inst, "classes")
+            assert law.joint_draws <= naive.count and d.counts[classes.what] <= classes.count
+            assert law.classes <= naive.count
+    topk = work_estimate(load_case({**GOOD, "policy": "topk", "K": 2}), "naive")
+    assert topk.count == 1 and topk.exact
+
+
+def _huge_case(tmp_path, n=50_000):
+    law = [f"1/{n}"] * n
+    case = {**GOOD, "vocab_size": n, "target": {"*": law}, "draft": {"*": law}, "depth": 2, "budget": 4}
+    return write(tmp_path, case, "huge.json")
+
+
+def test_a_huge_vocabulary_is_said_to_be_too_big_at_once(tmp_path):
+    """Before: the whole --timeout passed before the run said it was too big. Now one line
+    on stderr says so as soon as a second of enumeration has measured its rate; --timeout
+    still decides when to stop (the run is killed here once the line has come)."""
+    path = _huge_case(tmp_path)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rheo.cli", "exact", path, "--timeout", "300"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = p.stderr.readline()
+        took = time.perf_counter() - t0
+    finally:
+        p.kill()
+        p.communicate()
+    assert line.startswith("rheo exact: this case needs ") and "class-enumerator branches" in line, line
+    assert "at the measured rate" in line and line.rstrip().endswith("--timeout is 300 s"), line
+    assert took < 30, took  # reading 100,000 numbers, a second of enumeration, and the start of Python
+
+
+def test_under_json_progress_goes_to_stderr_and_stdout_stays_one_object(tmp_path):
+    r = rheo("exact", _huge_case(tmp_path), "--timeout", "8", "--json")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and json.loads(r.stdout)["error"].startswith("--timeout: gave up after 8 s")
+    assert lines[0].startswith("rheo exact: this case needs ") and lines[-1].startswith("rheo: error: --timeout")
+    assert all(line.startswith("  ") for line in lines[1:-1]), r.stderr  # progress lines, if a phase ran 5 s
+
+
+def test_a_case_that_fits_is_not_said_to_be_too_big(tmp_path):
+    r = rheo("exact", write(tmp_path, {**GOOD, "depth": 3, "budget": 6}), "--timeout", "60", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["lossless"] and r.stderr == ""
+
+
+def test_the_too_big_line_is_decided_on_a_measured_second():
+    """rheo exact's Watch on a fake clock and deadline (nothing is timed): after a second of
+    enumeration it says once that the case will not fit when every guess of that second's
+    second half is over 1.5 x --timeout; never on a guess made too early to mean anything."""
+    from types import SimpleNamespace
+
+    from rheo.cli.exact import Watch
+    from rheo.reference.estimate import Estimate
+
+    def run(timeout, beats):
+        now, lines = [0.0], []
+        watch = Watch(timeout, report=lines.append, clock=lambda: now[0])
+        watch.estimate = Estimate("class-enumerator branches", 4e5, False, 1e20)
+        d = SimpleNamespace(phase="class-enumerator branches", start=0.0, counts={}, totals={}, shares={})
+        d.started = {"class-enumerator branches": 2.0}  # 2 s of reading first
+        for t, done, share in beats:
+            now[0], d.counts[d.phase] = t, done
+            if share is not None:
+                d.shares[d.phase] = share
+            watch(d, "in a loop over a law's entries")
+        return lines
+
+    nothing_done = run(300, [(2.01, 0, None), (2.6, 0, None), (3.1, 0, None), (4.0, 0, None)])
+    assert len(nothing_done) == 1  # once; the phase's progress lines start at 5 s
+    assert nothing_done[0].startswith("rheo exact: this case needs up to 400,000 class-enumerator branches, about")
+    assert nothing_done[0].endswith("at the measured rate (none done in 1.1 s); --timeout is 300 s")
+    fits = run(300, [(2.6, 500, 0.01), (3.1, 1000, 0.02)])  # 1.1 s for 2%: about 57 s in all
+    assert fits == []
+    too_long = run(20, [(2.6, 500, 0.01), (3.1, 1000, 0.02), (9.0, 9000, 0.5)])
+    assert too_long == [
+        "rheo exact: this case needs about 50,000 class-enumerator branches, about 57 s at the measured rate "
+        "(909 class-enumerator branches/s); --timeout is 20 s",
+        "  class enumerator: 9,000 branches (50%), 1,290 branches/s, about 7 s left",  # 7 s into the phase
+    ]
+    assert run(None, [(2.6, 0, None), (3.1, 0, None)]) == []  # --timeout 0: no limit, nothing to warn about

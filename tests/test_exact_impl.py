@@ -1,4 +1,4 @@
-"""Exact certification of implementations (rheo.checks.exact_impl): the acceptance cases of
+"""Exact certification of implementations (rheo.checks.exact): the acceptance cases of
 docs/gate.md, "Exact certification". Every verdict below is computed by enumerating every
 random choice the implementation makes, its own draws or the handed uniforms."""
 

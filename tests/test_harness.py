@@ -499,9 +499,9 @@ def test_more_realistic_bugs_are_caught(name):
 def test_counterexample_files_are_named_by_implementation(tmp_path):
     """The README walkthrough: both buggy examples into one folder, then replay the first."""
     from rheo.checks.differential.decision_equality import replay
-    from rheo.checks.gate import Profile
     from rheo.checks.gate.checklist import impl_checks
     from rheo.checks.gate.run import run_checks
+    from rheo.checks.outcome import Profile
 
     profile = Profile("t", "smoke", 0, False, 0, 0, 300, 2000)
     files = {}

@@ -74,6 +74,7 @@ ALLOWED = {
         "rheo.testing",
         "rheo.integrations",
     },
+    "rheo.bench.targets": set(),  # the benchmarks' targets and their verdicts per device: a leaf
     "rheo.bench": {
         "rheo.bench",
         "rheo.reference",

@@ -1,10 +1,16 @@
 """Case files (docs/spec.md §8): read, validate and turn into an Instance.
 
 Structure is checked against ``case.schema.json`` with ``jsonschema``; meaning (vector
-lengths, sums, m < K, exact temperatures, ...) is checked here. Every problem raises
+lengths, sums, m < K, exact temperatures, ...) is checked here. A bad case raises one
 ``CaseError`` whose text names the field and what is expected, e.g.::
 
     draft[""]: must sum to exactly 1 in exact mode, sums to 11/10
+
+and whose ``errors`` list every independent problem found, up to ``MAX_ERRORS``, this
+first one first (the schema's errors, each table vector's, the parameters'): a case with
+an unknown key, m = K and a law that does not sum to 1 is told all three at once. A
+problem that makes the other checks meaningless stops at once: not a JSON object, a key
+that is not a string, a file that cannot be read, is too large or nests too deep.
 
 Limits (docs/spec.md §8): a case file holds at most ``MAX_CASE_BYTES`` bytes of UTF-8
 text, nests arrays and objects at most ``MAX_NESTING`` deep, and writes every number with
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import numbers
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
@@ -37,6 +44,7 @@ MAX_NESTING = 64  # arrays and objects inside each other; a case needs 3, a coun
 MAX_DIGITS = 4300  # per number (Python's own limit for reading an integer from text)
 MAX_POWER = 1000  # exact temperature T = 1/k, k <= MAX_POWER: p^k has k times the digits of p
 MAX_DEPTH = 1_000_000  # a cycle's output is continued to depth + 1 tokens
+MAX_ERRORS = 20  # independent errors reported at once; checking stops at this many
 TABLES = ("target", "draft")
 NUMBER_FIELDS = ("epsilon", "temperature", "target_top_p", "target_min_p")  # besides the tables and the proxy
 
@@ -71,6 +79,23 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
 
 
+_REQUIRED = "is required (see `rheo exact --help` for the case format)"
+
+
+def _schema_errors(err: jsonschema.ValidationError) -> list[CaseError]:
+    """``_schema_error``, with a missing-keys error split into one error per key."""
+    if err.validator == "required" and isinstance(err.instance, dict):
+        where = _field_name(err.absolute_path)
+        missing = [k for k in err.validator_value if k not in err.instance]
+        return [
+            CaseError(
+                k if where == "(case)" else f"{where}.{k}", "is required (see `rheo exact --help` for the case format)"
+            )
+            for k in missing
+        ]
+    return [_schema_error(err)]
+
+
 def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     where = _field_name(err.absolute_path)
     v = err.validator
@@ -83,7 +108,7 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
     if v == "required":
         missing = [k for k in err.validator_value if k not in err.instance]
         name = missing[0] if where == "(case)" else f"{where}.{missing[0]}"
-        return CaseError(name, "is required (see `rheo exact --help` for the case format)")
+        return CaseError(name, _REQUIRED)
     if v == "enum":
         return CaseError(
             where,
@@ -168,12 +193,15 @@ def _is_json_number_or_string(x: object) -> bool:
     return isinstance(x, str) or (isinstance(x, numbers.Number) and not isinstance(x, bool))
 
 
-def _law(vec: list, field: str, deadline: Deadline | None) -> list[Fraction]:
+def _law(vec: list, field: str, deadline: Deadline | None, before: int = 0) -> list[Fraction]:
     """One vector of a table, each entry checked as the schema would and read exactly
-    (an entry equal to an earlier one is read once: large vocabularies repeat a few values)."""
+    (an entry equal to an earlier one is read once: large vocabularies repeat a few values).
+    The deadline is checked after each entry, counting ``before`` + the entries read."""
     law = []
     read: dict[tuple[type, object], Fraction] = {}
-    for i, v in enumerate(paced(vec, deadline, "reading the tables")):
+    for i, v in enumerate(vec):
+        if deadline is not None:
+            deadline.check(before + i, "table entries read")
         key = (type(v), v) if type(v) in (str, int) or (type(v) is Decimal and v.is_finite()) else None
         x = None if key is None else read.get(key)
         if x is None:
@@ -234,43 +262,168 @@ def _skeleton(case: dict) -> dict:
     return out
 
 
-def _checked_tables(case: dict, deadline: Deadline | None = None) -> dict:
-    """JSON Schema, then what only a case file has: every listed vector and prefix key.
-    Returns the target and draft tables with their entries parsed to exact rationals.
+_TOP_KEY = re.compile(r"[^.\[]+")
 
-    The configuration's meaning (m < K, temperatures, proxy ranges, ...) is checked once,
-    by ``Params`` (rheo.reference.params), when it is built."""
+
+def _top_key(field: str) -> str:
+    """The case's top-level key a field is in: 'proxy.per_prefix["0"]' -> "proxy"."""
+    top = _TOP_KEY.match(field)
+    return top.group() if top else field
+
+
+class _Found:
+    """The errors found so far, each once, in the order found. ``keys`` holds the case's
+    top-level keys that have one (later checks leave those alone). At ``MAX_ERRORS``
+    errors, ``add`` raises them all."""
+
+    def __init__(self) -> None:
+        self.errors: list[CaseError] = []
+        self.keys: set[str] = set()
+        self._texts: set[str] = set()
+
+    def add(self, err: CaseError, mark: bool = True) -> None:
+        """Add ``err`` (and the errors it carries); ``mark``: its top-level key is left
+        alone by later checks."""
+        for e in err.errors:
+            text = str(e)
+            if text in self._texts:
+                continue
+            self._texts.add(text)
+            self.errors.append(e)
+            if mark:
+                self.keys.add(_top_key(e.field))
+            if len(self.errors) >= MAX_ERRORS:
+                raise self.error()
+
+    def has(self, err: CaseError) -> bool:
+        return str(err) in self._texts
+
+    def error(self) -> CaseError:
+        """One CaseError: the first error's field and message, every error in ``errors``."""
+        first = self.errors[0]
+        return CaseError(first.field, first.message, self.errors)
+
+
+def _schema_check(case: dict, found: _Found) -> None:
+    """Every JSON Schema error; the first is ``best_match``'s, the one a single error named."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = list(validator.iter_errors(_skeleton(case)))
+    if not errors:
+        return
+    key = lambda e: -len(e.absolute_path)
+    found.add(_schema_error(jsonschema.exceptions.best_match(errors, key=key)))
+    for err in errors:
+        for e in _schema_errors(jsonschema.exceptions.best_match([err], key=key)):
+            found.add(e)
+
+
+def _guarded(found: _Found, check: Callable[..., object], *args: Any) -> None:
+    """``check(*args)``, a CaseError it raises added to ``found``."""
+    try:
+        check(*args)
+    except CaseError as e:
+        found.add(e)
+
+
+def _check_vector(
+    laws: dict, field: str, key: str, vec: list, n: int | None, exact: bool, deadline: Deadline | None, before: int
+) -> None:
+    """One table vector: its prefix key, its entries, its law (``n`` None: vocab_size is
+    bad, so the law's sum and signs only); the law read goes into ``laws[key]``."""
+    if n is not None:
+        _check_prefix_key(key, n, field)
+    law = _law(vec, field, deadline, before)
+    check_law(law, len(law) if n is None else n, exact, field, deadline)
+    laws[key] = law
+
+
+def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params]:
+    """JSON Schema, then what only a case file has (every listed vector and prefix key),
+    then the configuration's meaning (m < K, temperatures, proxy ranges, ...: ``Params``,
+    rheo.reference.params). Returns the target and draft tables with their entries parsed
+    to exact rationals, and the parameters; raises one CaseError listing every
+    independent problem found (``CaseError.errors``), in this order, the first being the
+    one a single error would name."""
     if not isinstance(case, dict):
         raise CaseError("(case)", "a case file holds one JSON object")
     _check_keys(case)
-    validator = jsonschema.Draft202012Validator(schema())
-    err = jsonschema.exceptions.best_match(validator.iter_errors(_skeleton(case)), key=lambda e: -len(e.absolute_path))
-    if err is not None:
-        raise _schema_error(err)
+    found = _Found()
+    _schema_check(case, found)
+    bad = found.keys  # filled in as errors are found
     for key in NUMBER_FIELDS:
-        check_number_size(case.get(key), key)
-    if case["depth"] > MAX_DEPTH:
-        raise CaseError("depth", f"must be <= {MAX_DEPTH}, got {case['depth']}")
-    _check_exact_temperature(case)
-    proxy = case.get("proxy")
-    if isinstance(proxy, dict):
-        check_number_size(proxy.get("constant"), "proxy.constant")
+        if key not in bad:
+            _guarded(found, check_number_size, case.get(key), key)
+    depth = case.get("depth")
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth > MAX_DEPTH:
+        found.add(CaseError("depth", f"must be <= {MAX_DEPTH}, got {depth}"))
+    if "temperature" not in bad and "arithmetic" not in bad:
+        _guarded(found, _check_exact_temperature, case)
+    given = case.get("proxy")
+    proxy = given if isinstance(given, dict) and "proxy" not in bad else None
+    if proxy is not None:
+        _guarded(found, check_number_size, proxy.get("constant"), "proxy.constant")
         for key, value in proxy.get("per_prefix", {}).items():
-            check_number_size(value, f'proxy.per_prefix["{key}"]')
-    n = case["vocab_size"]
+            _guarded(found, check_number_size, value, f'proxy.per_prefix["{key}"]')
+    vocab = case.get("vocab_size")
+    n = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab >= 1 else None
     exact = case.get("arithmetic", "exact") == "exact"
     tables: dict = {"target": {}, "draft": {}}
-    for name in TABLES:
-        for key, vec in case[name].items():
-            field = f'{name}["{key}"]'
-            _check_prefix_key(key, n, field)
-            law = _law(vec, field, deadline)
-            check_law(law, n, exact, field, deadline)
-            tables[name][key] = law
-    if isinstance(proxy, dict) and "per_prefix" in proxy:
+    vectors = [
+        (name, key, vec)
+        for name in TABLES
+        if isinstance(case.get(name), dict)
+        for key, vec in case[name].items()
+        if isinstance(vec, list) and _PREFIX.search(key)
+    ]  # the others: the schema said what is wrong
+    if deadline is not None:
+        deadline.begin("table entries read", sum(len(vec) for _, _, vec in vectors))
+    before = 0
+    for name, key, vec in vectors:
+        field = f'{name}["{key}"]'
+        _guarded(found, _check_vector, tables[name], field, key, vec, n, exact, deadline, before)
+        before += len(vec)
+    if proxy is not None and n is not None and isinstance(proxy.get("per_prefix"), dict):
         for key in proxy["per_prefix"]:
-            _check_prefix_key(key, n, f'proxy.per_prefix["{key}"]')
-    return tables
+            if _PREFIX.search(key):
+                try:
+                    _check_prefix_key(key, n, f'proxy.per_prefix["{key}"]')
+                except CaseError as e:
+                    found.add(e, mark=False)  # the proxy's values are still checked (Params)
+    params = _params(case, found)
+    if found.errors:
+        raise found.error()
+    assert params is not None  # built whenever nothing was found
+    return tables, params
+
+
+_PREFIX = re.compile(schema()["$defs"]["prefix"]["pattern"])  # as the schema reads it (re.search)
+_STAND_INS = {"depth": 1, "budget": 1, "m": 0}  # for a required key with an error: the others are still checked
+_NEEDED = ("policy", "K")  # without a valid one of these no other parameter can be judged
+
+
+def _params(case: dict, found: _Found) -> Params | None:
+    """``Params`` of the case, each of its errors added to ``found``: a key with an error
+    (here or found before) is left out, or replaced by a stand-in, and the rest checked
+    again. None when an error was found."""
+    cfg = {k: case[k] for k in Params.CASE_KEYS if k in case}
+    if any(k in found.keys for k in _NEEDED) or "arithmetic" in found.keys:
+        return None  # the schema named it; m < K, beam <= K and exact temperatures hang on it
+    for _ in range(len(Params.CASE_KEYS) + 1):
+        for key in [k for k in cfg if k in found.keys and k not in _STAND_INS]:
+            del cfg[key]
+        cfg.update({k: v for k, v in _STAND_INS.items() if k in found.keys})
+        try:
+            params = Params.from_case(cfg)
+        except CaseError as e:
+            if found.has(e):
+                return None  # found before: leaving keys out changed nothing
+            found.add(e)
+            key = _top_key(e.field)
+            if key not in found.keys or key in _NEEDED or (key in _STAND_INS and cfg.get(key) == _STAND_INS[key]):
+                return None  # nothing left to stand in
+            continue
+        return None if found.errors else params
+    return None
 
 
 def _table(name: str, laws: dict[str, list[Fraction]], exact: bool, deadline: Deadline | None) -> Table:
@@ -282,19 +435,20 @@ def _table(name: str, laws: dict[str, list[Fraction]], exact: bool, deadline: De
 
 
 def load_case(case: dict, deadline: Deadline | None = None) -> Instance:
-    """A case dict -> Instance; raises CaseError naming the first bad field.
+    """A case dict -> Instance; raises one CaseError naming the first bad field, with
+    every independent error found in its ``errors`` (at most ``MAX_ERRORS``).
 
     ``deadline`` bounds the reading of the tables and becomes the instance's deadline
     (``Instance.deadline``): the laws it builds later check it too."""
-    tables = _checked_tables(case, deadline)
-    params = Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case})
+    tables, params = _checked(case, deadline)
     target = _table("target", tables["target"], params.exact, deadline)
     draft = _table("draft", tables["draft"], params.exact, deadline)
     return Instance(case["vocab_size"], target, draft, params, deadline)
 
 
 def validate_case(case: dict) -> None:
-    """Raise CaseError naming the first bad field, or return None for a valid case."""
+    """Raise CaseError naming the first bad field (every error found in its ``errors``),
+    or return None for a valid case."""
     load_case(case)
 
 
@@ -348,6 +502,8 @@ def parse_case_text(text: str, source: str = "case", deadline: Deadline | None =
     means 1/10); CaseError naming ``source`` for invalid JSON, deep nesting or an
     over-long number."""
     hooks = _Numbers(source, deadline)
+    if deadline is not None:
+        deadline.begin("numbers read")
     too_deep = CaseError(
         source, f"nests JSON arrays and objects more than {MAX_NESTING} deep; a case file needs 3 levels"
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rheo.integrations.hf import HF_INSTALL, MissingModel, chat_ids, load_target
+from rheo.progress import Meter
 from rheo.reference.params import PAPER_TREE
 
 POLICIES = {
@@ -111,7 +112,7 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
     ]  # T = 0 is deterministic: one seed
     per: dict = {}  # (name, T) -> per prompt [tokens, cycles, seconds, emitted per seed ...]
     total = sum(r[3] for r in runs)
-    done = 0
+    meter = Meter("speculative runs", total, progress, unit="runs")  # a line a second, once past 5 s
     for name, T, seed, n in runs:
         policy, m = POLICIES[name]
         cfg = PAPER_TREE.replace(policy=policy, m=m)
@@ -122,18 +123,18 @@ def run_tau(plan: Plan, prompts: int | None = None, new_tokens: int | None = Non
             acc[i][1] += g.cycles
             acc[i][2] += g.seconds
             acc[i].append(len(g.tokens))
-            done += 1
-            if done % 8 == 0 or done == total:
-                say(
-                    f"  {done}/{total} runs ({name} T={T} seed {seed} prompt {i}: tau {g.tau:.2f}), "
-                    f"{time.perf_counter() - t_start:.0f} s"
-                )
+            meter.what = f"speculative runs (last: {name} T={T} seed {seed} prompt {i}, tau {g.tau:.2f})"
+            meter.advance()
+    meter.close()
     ar_tokens = ar_seconds = 0.0
+    meter = Meter("autoregressive baseline", plan.ar_prompts, progress, unit="prompts")
     for p in ids[: plan.ar_prompts]:
         g = autoregressive_generate(target, p, 1.0, n_new, seed=0, eos=eos)
         ar_tokens += len(g.tokens)
         ar_seconds += g.seconds
-    say(f"  autoregressive baseline: {plan.ar_prompts} prompts, {time.perf_counter() - t_start:.0f} s")
+        meter.advance()
+    meter.close()
+    say(f"  {total} speculative runs and the autoregressive baseline: {time.perf_counter() - t_start:.0f} s")
     ar_tps = ar_tokens / ar_seconds if ar_seconds else 0.0
 
     def row(name, T, n=None):

@@ -2,8 +2,9 @@
 real-model commands in ``model``), the shared parts in ``common``.
 
 Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a finding
-(NOT lossless, a failed check, a missed target), 2 = bad input (one line on stderr naming
-the field), 3 = gave up at --timeout.
+(NOT lossless, a failed check, a missed target for the device the benchmark ran on), 2 =
+bad input (one line on stderr naming the field; one per error of a case file, up to 20),
+3 = gave up at --timeout.
 
 Specification: docs/spec.md §8 (case files, `rheo exact`, exit status).
 """

@@ -3,10 +3,14 @@ lines on stderr (exit 2) and progress on stderr.
 
 Under --json an error also prints one JSON object, ``{"error": "..."}``, on stdout (a usage
 error that argparse reports, before the options are read, prints only its stderr line).
+Bad input read from a case file (a ``CaseError``) can hold several independent errors:
+each gets its own stderr line (at most ``rheo.casefile.MAX_ERRORS``), and the JSON object
+is ``{"error": FIRST, "errors": [FIRST, ...]}`` (``fail_case``).
 
 Exit status: 0 = done and lossless (or a benchmark that met its checks), 1 = a finding
-(NOT lossless, a failed check, a missed benchmark target), 2 = bad input (one line on
-stderr naming the field), 3 = gave up at --timeout.
+(NOT lossless, a failed check, a missed benchmark target for the device it ran on), 2 =
+bad input (one line on stderr naming the field; one per error of a case file), 3 = gave
+up at --timeout.
 
 Text that comes from the user (a case's name or description, a key, a path) can hold
 control characters; ``printable`` escapes them, and every error line goes through it.
@@ -19,6 +23,9 @@ import json
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
+
+from rheo.reference import CaseError
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -89,16 +96,33 @@ def _ends_of(ids: str) -> str:
     return f"{','.join(parts[:6])},...,{','.join(parts[-3:])} ({len(parts)} ids)"
 
 
+def _error_text(message: str) -> str:
+    if len(message) > 100_000:  # escape what can be shown, not megabytes
+        message = f"{message[:50_000]} ... ({len(message)} characters) ... {message[-50_000:]}"
+    return printable(message)
+
+
 def fail(message: str, code: int = 2) -> int:
     """One error line on stderr (and under --json the JSON object ``{"error": message}`` on
     stdout); returns the exit status (2: bad input, 3: gave up at --timeout). Control
     characters in the message are escaped (``printable``)."""
-    if len(message) > 100_000:  # escape what can be shown, not megabytes
-        message = f"{message[:50_000]} ... ({len(message)} characters) ... {message[-50_000:]}"
-    message = printable(message)
+    message = _error_text(message)
     print(f"rheo: error: {message}", file=sys.stderr)
     if _JSON_ERRORS:
         emit(json.dumps({"error": message}))
+    return code
+
+
+def fail_case(err: CaseError, shorten: Callable[[str], str] = str, code: int = 2) -> int:
+    """Bad input from a case file: one error line per error ``err`` carries (``err.errors``:
+    every independent problem found, the first being what a single error says), and under
+    --json ``{"error": first, "errors": [every one]}``; ``shorten`` writes each as a line
+    (``one_line``). Returns the exit status."""
+    messages = [_error_text(shorten(str(e))) for e in err.errors]
+    for message in messages:
+        print(f"rheo: error: {message}", file=sys.stderr)
+    if _JSON_ERRORS:
+        emit(json.dumps({"error": messages[0], "errors": messages}))
     return code
 
 

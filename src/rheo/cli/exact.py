@@ -8,14 +8,17 @@ import heapq
 import json
 import math
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
 from rheo.checks.gate.pictures import MATPLOTLIB_MISSING, write_law_picture
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, printable, progress
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, printable, progress
+from rheo.progress import PhaseMeters, about, duration, significant
 from rheo.reference import CaseError, Deadline, Timeout, certify
 from rheo.reference.certify import Report
+from rheo.reference.estimate import Estimate, work_estimate
 from rheo.reference.numbers import fmt_number
 from rheo.reference.theorem3 import child_set_law, per_node_optimum_exact, theorem3_alpha, theorem3_applies
 
@@ -59,7 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reading, building the laws, enumerating, certifying. A case file holds at most\n"
         f"{MAX_CASE_BYTES // 2**20} MiB of UTF-8 JSON, nested at most {MAX_NESTING} deep, numbers of at most "
         f"{MAX_DIGITS} digits.\n"
-        'A gate counterexample file (one with a "case" object) is read as its case.\n\n'
+        'A gate counterexample file (one with a "case" object) is read as its case.\n'
+        "bad input: one line per error of the case file, up to 20 (--json: error, errors).\n\n"
+        "progress: every phase longer than about 5 s reports on stderr once a second (done,\n"
+        "of how many, the rate, the time left). The work is estimated from the case's shape\n"
+        "(joint draws, class-enumerator branches); a second into the enumeration, one line\n"
+        "says so when it will not fit in --timeout, which still decides when to stop.\n\n"
         "--json prints one object: lossless, max_abs_deviation, worst_sequence, worst_continued,\n"
         "worst_target, tau, root_acceptance, joint_draws (null if not counted), classes,\n"
         'enumerator, arithmetic, first_token_law, cycle_law ("0 2" -> probability), case, and\n'
@@ -164,7 +172,9 @@ def cmd_exact(args) -> int:
         return 0
     timeout = DEFAULT_TIMEOUT if args.timeout is None else (args.timeout or None)
     count_timeout = DEFAULT_COUNT_TIMEOUT if args.count_timeout is None else args.count_timeout
-    deadline = Deadline(timeout, progress=progress)  # from here on, every phase checks it
+    enumerator = args.enumerator or "classes"
+    watch = Watch(timeout)
+    deadline = Deadline(timeout, progress=progress, every=HEARTBEAT, heartbeat=watch)  # every phase checks it
     with exact_digits():
         try:
             if args.case:
@@ -178,16 +188,22 @@ def cmd_exact(args) -> int:
                     return fail(f"--example: no built-in example {name!r}; choose one of {', '.join(examples)}")
                 case, source = examples[name], f"built-in example {name}"
             inst = load_case(case, deadline)
+            watch.estimate = est = work_estimate(inst, enumerator, deadline)
+            if enumerator == "naive":  # its progress: joint draws of this many (the class enumerator's: its share)
+                deadline.expect(est.what, est.count)
+                if not est.exact:
+                    watch.meters.bounds = {est.what}
             report = certify(
                 inst,
-                args.enumerator or "classes",
+                enumerator,
                 deadline,
                 count_draws=count_timeout > 0,
                 count_seconds=count_timeout or None,
             )
+            watch.meters.close()  # the last phase's closing line, if it reported
             add_single_layer_facts(report)
         except CaseError as e:
-            return fail(one_line(str(e)))
+            return fail_case(e, one_line)
         except Timeout as e:
             return fail(f"--timeout: {e}; raise --timeout (0 = no limit) or shrink the case", 3)
         except ZeroDivisionError:
@@ -212,6 +228,70 @@ def cmd_exact(args) -> int:
         else:
             emit(render(report, case, source))
     return 0 if report.lossless else 1
+
+
+HEARTBEAT = 0.25  # seconds between the deadline's heartbeats (progress lines: at most one a second)
+CALIBRATION = 1.0  # seconds of enumeration whose rate decides the "too big" line
+MARGIN = 1.5  # the line is said when the time estimated is over MARGIN x --timeout (a first second's rate is rough)
+
+
+class Watch:
+    """The deadline's heartbeat in ``rheo exact``: progress lines on stderr for every phase
+    longer than about 5 s (``rheo.progress.PhaseMeters``: fraction done, rate, time left
+    where a total is known), and the "too big" line.
+
+    The work is estimated from the case's shape before it starts
+    (``rheo.reference.estimate``: joint draws for the naive enumerator, exact for a draft
+    table of one full law; branches for the class enumerator, an upper bound); the rate is
+    measured over the enumeration's first ``CALIBRATION`` seconds (the class enumerator's
+    by the share of its branches explored, which is sharper than its bound; while nothing
+    is done, at least that long per unit). If every guess of its second half gives a time
+    over ``MARGIN`` times --timeout, one line on stderr says so, then and only then.
+    ``--timeout`` still decides when to stop."""
+
+    def __init__(self, timeout: float | None, report=progress, clock=time.perf_counter) -> None:
+        self.timeout, self.report, self.clock = timeout, report, clock
+        self.meters = PhaseMeters(report, clock=clock)
+        self.estimate: Estimate | None = None
+        self.guesses: list[tuple[float, str, str]] = []  # (seconds in all, units, rate) at each heartbeat so far
+        self.decided = False
+        self.warned: str | None = None
+
+    def __call__(self, deadline: Deadline, where: str) -> None:
+        self.meters(deadline, where)
+        est = self.estimate
+        if self.decided or est is None or self.timeout is None or deadline.phase != est.what:
+            return
+        spent = self.clock() - deadline.started[est.what]
+        if spent < CALIBRATION / 2:
+            return  # too early to guess anything
+        self.guesses.append(self.guess(deadline, est))
+        if spent < CALIBRATION:
+            return
+        self.decided = True
+        if min(self.guesses)[0] > MARGIN * self.timeout:  # every guess so far: too long
+            seconds, count, rate = self.guesses[-1]  # the latest, from the most measured
+            self.warned = (
+                f"rheo exact: this case needs {count} {est.what}, about {duration(seconds)} at the measured rate "
+                f"({rate}); --timeout is {self.timeout:g} s"
+            )
+            self.report(self.warned)
+
+    def guess(self, deadline: Deadline, est: Estimate) -> tuple[float, str, str]:
+        """(seconds the whole run needs, the units it needs, the rate) at the rate so far."""
+        began = deadline.started[est.what]
+        spent = max(self.clock() - began, 1e-9)
+        done = deadline.counts.get(est.what, 0)
+        share = deadline.shares.get(est.what)
+        bound = f"{'' if est.exact else 'up to '}{about(est.count)}"
+        if share:  # the class enumerator: the share of its branches explored
+            count, needed = f"about {about(done / share)}", spent / share
+        elif done:
+            count, needed = bound, spent * est.count / done
+        else:  # not one done yet: at least as long per unit as the first is taking
+            count, needed = bound, spent * est.count
+        rate = f"{significant(done / spent)} {est.what}/s" if done else f"none done in {spent:.1f} s"
+        return (began - deadline.start) + needed, count, rate
 
 
 MAX_VOCAB_FOR_OPTIMUM = 12  # the exact per-node optimum enumerates 2^n token sets

@@ -29,7 +29,7 @@ from rheo.checks.protocol.worker import (
     LoadFailed,
     NothingMatched,
 )
-from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, one_line, progress
+from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, progress
 from rheo.reference import CaseError
 
 
@@ -214,7 +214,7 @@ def cmd_gate(args) -> int:
         try:
             extra_cases = read_case_dir(args.cases)
         except CaseError as e:
-            return fail(str(e))
+            return fail_case(e)
     limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit)
     if args.ray is not None:
         if importlib.util.find_spec("ray") is None:

@@ -196,7 +196,7 @@ def read_case_dir(folder: str | Path) -> list[dict[str, Any]]:
             inst = load_case(case)
             _reachable_targets(inst)
         except CaseError as e:
-            raise CaseError(f"--cases {f}", str(e)) from None
+            raise CaseError(f"--cases {f}", str(e), [CaseError(f"--cases {f}", str(x)) for x in e.errors]) from None
         out.append({**case, "name": case.get("name") or f.stem})
     return out
 

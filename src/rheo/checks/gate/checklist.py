@@ -34,9 +34,9 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
 
 
 def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
-    """The checks of an ``--impl`` implementation (``rheo.checks.harness``): decision
+    """The checks of an ``--impl`` implementation (``rheo.checks.protocol``): decision
     equality (sameness with the reference; not listed for ``follows_uniforms = False``), exact
-    certification (``rheo.checks.exact_impl``: losslessness, exactly, on the profile's level
+    certification (``rheo.checks.exact``: losslessness, exactly, on the profile's level
     of ``rheo.checks.cases.matrix`` plus ``extra_cases``, then a Hypothesis search), the
     output law (losslessness, on the profile's level of ``rheo.checks.cases.matrix`` plus
     ``extra_cases``, the user's ``--cases``), and the cycle law only for implementations

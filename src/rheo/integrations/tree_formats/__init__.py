@@ -3,7 +3,7 @@
 Four formats of one draft tree (docs/engine-formats.md describes each from its public
 source, with a worked example in all four):
 
-- **protocol tree** (``rheo gate --impl``, the docstring of ``rheo.checks.harness``): a dict
+- **protocol tree** (``rheo gate --impl``, the docstring of ``rheo.checks.protocol``): a dict
   of numpy arrays, one entry per node: ``tokens [R]``, ``parents [R]`` (-1 = the root, else
   an index into these arrays), ``kinds [R]`` (0 lead, 1 sample, 2 fill), ``slots [R]`` (the
   slot in the parent's pool, docs/spec.md §2) and optionally ``sample_probs [R, V]`` (the

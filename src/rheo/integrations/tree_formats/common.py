@@ -145,7 +145,7 @@ class _Tree:
 
 
 def _read_protocol(tree: Any, where: str) -> _Tree:
-    """Check a protocol tree (the fields of ``rheo.checks.harness``) and add depths and slot paths."""
+    """Check a protocol tree (the fields of ``rheo.checks.protocol``) and add depths and slot paths."""
     if tree is None:
         raise ValueError(f"{where}: expected a protocol tree (a dict with tokens, parents, kinds, slots), got None")
     cols: dict[str, list[int]] = {}
