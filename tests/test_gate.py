@@ -14,6 +14,7 @@ import pytest
 from rheo.checks import gate
 from rheo.checks.cases.corpus import Control
 from rheo.checks.cases.strategies import cases
+from rheo.checks.gate import reference_checks
 from rheo.checks.outcome import PROFILES, Check, CheckResult
 from rheo.reference.generate import hashed_case
 
@@ -71,7 +72,7 @@ def test_a_stale_corpus_file_fails_the_gate(tmp_path, monkeypatch):
     saved = json.loads((ROOT / "cases" / "control-sample_last.json").read_text())
     saved["verify"] = "rheo"  # the saved case no longer exercises the bug
     (tmp_path / "control-sample_last.json").write_text(json.dumps(saved))
-    monkeypatch.setattr(gate, "corpus_dir", lambda: tmp_path)
+    monkeypatch.setattr(reference_checks, "corpus_dir", lambda: tmp_path)  # where the check looks
     from rheo.checks.cases.corpus import CONTROLS_BY_NAME
 
     [res] = gate.run_checks([gate.control_check(CONTROLS_BY_NAME["sample_last"])], SMOKE, tmp_path / "out")
@@ -83,7 +84,9 @@ def test_a_lossy_matrix_family_fails_with_a_case_file(tmp_path, monkeypatch):
 
     lossy = {k: v for k, v in builtin_examples()["abc-constant"].items() if k not in ("name", "description")}
     monkeypatch.setattr(
-        gate, "matrix_cases", lambda family, level: [hashed_case(3, 1, 1, policy="topk", K=2, budget=2), lossy]
+        reference_checks,
+        "matrix_cases",
+        lambda family, level: [hashed_case(3, 1, 1, policy="topk", K=2, budget=2), lossy],
     )
     [res] = gate.run_checks([gate.exact_matrix_check("rheo m=1")], SMOKE, tmp_path)
     assert res.verdict == "fail" and "instance 2 of 2" in res.detail

@@ -36,6 +36,7 @@ from rheo.checks.exact.check import check_exact  # noqa: E402
 from rheo.checks.protocol.inputs import draft_logits_fn, protocol_config, target_logits_fn  # noqa: E402
 from rheo.checks.protocol.load import Implementation, load_implementation  # noqa: E402
 from rheo.checks.statistics.output_law import check_output_law  # noqa: E402
+from rheo.integrations.transformers_assisted import generators  # noqa: E402
 from rheo.reference.generate import hashed_case  # noqa: E402
 
 MODULE = "rheo.integrations.transformers_assisted"
@@ -178,10 +179,10 @@ def test_universal_speculative_decoding_crashes_when_the_assistant_vocabulary_is
             ids = np.arange(V, -1, -1)
             main = ta.TableLM(ta.TableConfig(vocab_size=V + 2), state)  # one padding slot
             assistant = ta.TableLinearHeadLM(ta.TableConfig(vocab_size=V + 1, layer_tables=("draft",)), state, ids)
-            ta._assistant_config(assistant, L)
+            generators._assistant_config(assistant, L)
             tokenizers = {
-                "tokenizer": ta._tokenizer(words),
-                "assistant_tokenizer": ta._tokenizer([words[t] for t in ids]),
+                "tokenizer": generators._tokenizer(words),
+                "assistant_tokenizer": generators._tokenizer([words[t] for t in ids]),
             }
             return ta.Built(state, main, {"assistant_model": assistant, **tokenizers})
 
@@ -290,5 +291,5 @@ def test_supports_refuses_what_is_not_implemented():
 def test_the_worked_examples_in_the_module_run():
     import doctest
 
-    result = doctest.testmod(ta)
-    assert result.attempted > 0 and result.failed == 0
+    results = [doctest.testmod(m) for m in (ta, ta.models, ta.generators, ta.speculative_sampling)]
+    assert sum(r.attempted for r in results) > 0 and not any(r.failed for r in results)

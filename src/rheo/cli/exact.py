@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
-from rheo.checks.gate.pictures import MATPLOTLIB_MISSING, write_law_picture
+from rheo.checks.gate.pictures import MATPLOTLIB_MISSING, have_matplotlib, write_law_picture
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, printable, progress
 from rheo.progress import PhaseMeters, about, duration, significant
 from rheo.reference import CaseError, Deadline, Timeout, certify
@@ -127,10 +127,13 @@ def flag_problem(args) -> str | None:
             "--enumerator": args.enumerator,
             "--timeout": args.timeout is not None,
             "--count-timeout": args.count_timeout is not None,
+            "--plot": args.plot,
         }
         ignored = [name for name, value in given.items() if value]
         if ignored:
             return f"--list-examples: lists the built-in examples and reads nothing else; drop {', '.join(ignored)}"
+    if args.plot and not have_matplotlib():  # said before the work, not after it
+        return f"--plot: {MATPLOTLIB_MISSING}"
     if args.case and args.example:
         return "give either CASE.json or --example NAME, not both"
     if args.enumerator == "naive" and args.count_timeout is not None:
