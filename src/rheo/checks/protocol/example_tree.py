@@ -24,8 +24,8 @@ from rheo.reference.instance import Instance
 from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
 
-TRIES = 5000  # cycles tried before giving up (a prefix of probability 1/1000 is found with 99% chance)
-SECONDS = 10.0  # and at most this long
+TRIES = 3000  # cycles tried before giving up (a prefix of probability 1/650 is found with 99% chance)
+SECONDS = 3.0  # and at most this long (a finding waits for its picture no longer)
 
 
 def example_tree(impl: Implementation, inst: Instance, sequence: tuple[int, ...], seed: int = 0) -> dict | None:
