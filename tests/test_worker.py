@@ -99,3 +99,18 @@ def test_bad_flags_are_refused_before_any_check_runs(flags, needle, capsys, monk
     code = main(["gate", *flags])
     err = capsys.readouterr().err
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_progress_from_inside_a_check_reaches_the_gate_through_the_worker(tmp_path, capsys):
+    """A check that runs longer than 5 s in the worker reports its progress on the gate's
+    stderr (fraction, rate, time left); before, the worker dropped it and the gate was
+    silent. stdout stays one JSON object."""
+    from rheo.cli import main
+
+    argv = ["gate", "--impl", "examples.loop_impl:LoopImplementation", "--only", "output law"]
+    code = main([*argv, "--profile", "smoke", "--cycles", "25000", "--out", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["passed"]
+    lines = [line for line in err.splitlines() if "cycles (" in line]
+    assert lines and all(line.startswith("  output law, ") and "cycles/s" in line for line in lines), err
+    assert any("left" in line for line in lines), err
