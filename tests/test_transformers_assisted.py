@@ -286,10 +286,3 @@ def test_supports_refuses_what_is_not_implemented():
     assert uag.supports({**config, "temperature": 0.0}) and not uag.supports(config)  # greedy only
     with pytest.raises(NotImplementedError):
         impl("AssistedCandidateGenerator").obj.cycle(None, None, tree, 0.5)
-
-
-def test_the_worked_examples_in_the_module_run():
-    import doctest
-
-    results = [doctest.testmod(m) for m in (ta, ta.models, ta.generators, ta.speculative_sampling)]
-    assert sum(r.attempted for r in results) > 0 and not any(r.failed for r in results)

@@ -93,7 +93,7 @@ def run_checks(
             target = _target(out_dir, check.file_stem or slug(check.name), check.owner)
             target.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
             path = str(target)
-            picture = _picture(payload, target)
+            picture = _picture(payload, target, inner)
         results.append(
             CheckResult(check.name, check.group, outcome.verdict, seconds, outcome.detail, path, outcome.data, picture)
         )
@@ -102,14 +102,16 @@ def run_checks(
     return results
 
 
-def _picture(payload: dict, target: Path) -> str | None:
+def _picture(payload: dict, target: Path, progress: Progress | None) -> str | None:
     """``<counterexample>.png`` beside the file, for the findings a picture shows (the worst
     sequences of an output law or an exact certificate, with a draft tree where there is
     one); None without matplotlib or for other findings. Drawing never fails a check: a
-    picture that cannot be drawn is left out."""
+    picture that cannot be drawn is left out, and ``progress`` hears why."""
     try:
         written = write_counterexample_picture(payload, target.with_suffix(".png"))
-    except (OSError, ValueError):
+    except Exception as e:  # the finding stands without its picture
+        if progress:
+            progress(f"      picture not drawn: {type(e).__name__}: {e}")
         return None
     return None if written is None else str(written)
 

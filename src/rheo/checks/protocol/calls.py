@@ -86,14 +86,23 @@ def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tupl
     or a malformed answer raises BadOutput naming the entry point."""
     if impl.runs_cycles:
         return _guarded("cycle", call_cycle, impl, inst)
+    return tree_cycle(impl, inst, uniforms)[1]
+
+
+def tree_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple[dict, tuple, list]:
+    """``impl_cycle`` for an implementation with ``build_tree`` and/or ``verify``, with what
+    it went through: (the tree, the emitted tokens, the accepted nodes: indices into the
+    tree from ``verify``, slot paths from the reference's walk)."""
     if impl.builds_trees:
         got = _guarded("build_tree", call_build_tree, impl, inst, uniforms)
     else:
         got = reference_tree(inst, reference_build_tree(inst, UniformChooser(uniforms)))
     if impl.verifies:
-        return _guarded("verify", call_verify, impl, inst, got, uniforms)[0]
+        tokens, accepted = _guarded("verify", call_verify, impl, inst, got, uniforms)
+        return got, tuple(tokens), accepted
     labelled = LabelledTree((s, p[-1], KIND_NAMES[k]) for s, p, k in zip(got["slot_paths"], got["paths"], got["kinds"]))
-    return walk(inst, labelled, UniformChooser(uniforms))[0]
+    out, walked = walk(inst, labelled, UniformChooser(uniforms))
+    return got, tuple(out), list(walked)
 
 
 def _guarded(what: str, fn, *args):

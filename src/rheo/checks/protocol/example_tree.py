@@ -16,13 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.protocol.calls import call_build_tree, call_verify
-from rheo.checks.protocol.inputs import KIND_NAMES, reference_tree
+from rheo.checks.protocol.calls import tree_cycle
 from rheo.checks.protocol.load import Implementation
-from rheo.reference import UniformChooser, Uniforms, walk
+from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
-from rheo.reference.tree import LabelledTree
-from rheo.reference.tree import build_tree as reference_build_tree
 
 TRIES = 3000  # cycles tried before giving up (a prefix of probability 1/650 is found with 99% chance)
 SECONDS = 3.0  # and at most this long (a finding waits for its picture no longer)
@@ -44,10 +41,13 @@ def example_tree(impl: Implementation, inst: Instance, sequence: tuple[int, ...]
             return None
         u = Uniforms.random(rng, c.K, c.B, c.depth)
         try:
-            tree, emitted, accepted = _cycle(impl, inst, u)
+            tree, emitted, accepted = tree_cycle(impl, inst, u)
         except Exception:  # the finding reports a broken implementation; no picture of it
             return None
         if tuple(emitted) == tuple(sequence[: len(emitted)]):
+            if not impl.verifies:  # the reference's walk names accepted nodes by slot path
+                rows = {sp: i for i, sp in enumerate(tree["slot_paths"])}
+                accepted = [rows[sp] for sp in accepted]
             leaf = accepted[-1] if accepted else -1
             has_children = any(int(p) == leaf for p in tree["parents"])
             return {
@@ -61,23 +61,6 @@ def example_tree(impl: Implementation, inst: Instance, sequence: tuple[int, ...]
                 "note": f"one cycle of {impl.name} (uniforms #{attempt}) that emits {' '.join(map(str, emitted))}",
             }
     return None
-
-
-def _cycle(impl: Implementation, inst: Instance, u: Uniforms) -> tuple[dict, tuple, list[int]]:
-    """(tree, emitted tokens, accepted node indices) of one cycle with the implementation's parts."""
-    if impl.builds_trees:
-        tree = call_build_tree(impl, inst, u)
-    else:
-        tree = reference_tree(inst, reference_build_tree(inst, UniformChooser(u)))
-    if impl.verifies:
-        emitted, accepted = call_verify(impl, inst, tree, u)
-        return tree, tuple(emitted), list(accepted)
-    labelled = LabelledTree(
-        (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
-    )
-    out, acc = walk(inst, labelled, UniformChooser(u))
-    rows = {sp: i for i, sp in enumerate(tree["slot_paths"])}
-    return tree, tuple(out), [rows[sp] for sp in acc]
 
 
 def with_example_tree(payload: dict[str, Any], impl: Implementation, inst: Instance, sequence) -> dict[str, Any]:
