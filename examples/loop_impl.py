@@ -188,6 +188,10 @@ class LoopImplementation:
         """The uniform of a coin: u_sample[d], or u_det[d][j] for the j-th deterministic child."""
         return float(uniforms["u_sample"][d]) if stochastic else float(uniforms["u_det"][d][step])
 
+    def bonus_law(self, p: np.ndarray, logits: np.ndarray, config: dict, temperature: float) -> np.ndarray:
+        """The law of a bonus token (after a leaf): the node's target law ``p``."""
+        return p
+
     def verify(self, tree: dict, target_logits, config: dict, temperature: float, uniforms: dict) -> dict:
         tokens, parents, kinds, slots = (np.asarray(tree[k]) for k in ("tokens", "parents", "kinds", "slots"))
         sample_probs = np.asarray(tree["sample_probs"])
@@ -226,6 +230,8 @@ class LoopImplementation:
                 if w.sum() <= 0:
                     break
                 w = w / w.sum()
+            if not kids:  # a bonus token: the node's own target law
+                w = self.bonus_law(p, target_logits[node + 1], config, temperature)
             if moved is None:  # bonus (no children) or correction token, in token-id order
                 out.append(inverse_cdf(list(range(len(w))), w, float(uniforms["u_final"][d])))
                 return {"tokens": out, "accepted": accepted}

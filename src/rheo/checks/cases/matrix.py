@@ -2,8 +2,8 @@
 case files (``--cases DIR``).
 
 ``impl_matrix(level)`` (levels "smoke", "quick", "deep") returns small generated case dicts
-(docs/spec.md §8, each with a "name"): V 3-4, depth 1-2, budget <= 6, so that every one can
-be enumerated exactly. Together they cover chains (K = 1, policy rheo, m = 0), trees with
+(docs/spec.md §8, each with a "name"): V 3-4 at depth 1-2 and V 5-6 at depth 3, budget
+<= 6, so that every one can be enumerated exactly. Together they cover chains (K = 1, policy rheo, m = 0), trees with
 every m in 0..K-1, Top-K, T in {0, 1/3, 1/2, 1, 3/2} (3/2 in float64 arithmetic: exact mode
 allows only 0 and 1/k), the target filters top-k / top-p / min-p alone and together,
 draft_top_k on and off, and budgets below and at the pool size (K, the root's children).
@@ -58,6 +58,9 @@ SHAPES: list[tuple[str, int, int, int, int, int, int, int | None]] = [
     ("topk", 4, 2, 0, 1, 2, 1, None),
     ("topk", 3, 2, 0, 1, 2, 2, None),
     ("topk", 4, 3, 0, 2, 2, 6, 3),
+    # depth 3 (after the rest, so the earlier cases keep their rotation)
+    ("topk", 6, 2, 0, 3, 2, 5, None),
+    ("tree", 5, 3, 2, 3, 2, 6, 4),
 ]
 
 # the spread the statistical check samples: (shape, temperature, filters, seed), first in each

@@ -6,17 +6,19 @@ implementation is not lossless on, shrunk; ``replay_exact`` reruns a saved certi
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from hypothesis import strategies as st
 
 from rheo.checks import parallel
 from rheo.checks.cases.corpus import shrunk_search
+from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.outcome import Outcome
-from rheo.checks.protocol.example_tree import with_example_tree
+from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, law_instance
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
@@ -29,13 +31,14 @@ SEARCH_POOL = 600  # configurations drawn before the search; the small ones the 
 
 def search_strategy(impl: Implementation, seed: int = 0):
     """Small cases for the Hypothesis search, drawn only from configurations the
-    implementation supports (V <= 4, K <= 3, depth <= 2; every policy, m, beam, budget,
-    T in {0, 1/3, 1/2, 1}, sparse on/off, target filters; half with dyadic draft laws, so
-    exact score ties are common), simplest first. None when it supports none of them."""
+    implementation supports: the same pool the gate's cases come from
+    (``rheo.checks.cases.space.candidate_configs``) and ``SEARCH_POOL`` random ones
+    (``config_pool``), where V <= 4, K <= 3 and depth <= 2 (every policy, m, beam, budget,
+    T in {0, 1/3, 1/2, 1, 3/2}, sparse on/off, target filters; half with dyadic draft laws,
+    so exact score ties are common), simplest first. None when it supports none of them."""
+    pool = config_pool(seed, SEARCH_POOL, candidate_configs())
     small = [
-        c
-        for c in config_pool(seed, SEARCH_POOL)
-        if c["vocab_size"] <= 4 and c["K"] <= 3 and c["depth"] <= 2 and impl.supports(case_config(c))
+        c for c in pool if c["vocab_size"] <= 4 and c["K"] <= 3 and c["depth"] <= 2 and impl.supports(case_config(c))
     ]
     if not small:
         return None
@@ -64,6 +67,21 @@ def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dic
     if cert.sequence is None:
         return payload
     return with_example_tree(payload, impl, judged_instance(impl, law_instance(cert.case)), cert.sequence)
+
+
+NO_OPS = {"target_top_p": "1", "target_min_p": "0"}  # settings that do nothing at these values
+
+
+def without_no_ops(impl: Implementation, case: dict, max_runs: int = MAX_RUNS) -> dict:
+    """A shrunk case without the settings that do nothing (a target_top_p of 1, a min_p of
+    0, a target_top_k or draft_top_k of at least V), when the implementation is still not
+    lossless without them (an implementation may mishandle exactly such a setting)."""
+    drop = [k for k, v in NO_OPS.items() if case.get(k) is not None and Fraction(str(case[k])) == Fraction(v)]
+    drop += [k for k in ("target_top_k", "draft_top_k") if case.get(k) is not None and case[k] >= case["vocab_size"]]
+    if not drop:
+        return case
+    simpler = {k: v for k, v in case.items() if k not in drop}
+    return simpler if certify_implementation(impl, simpler, max_runs).verdict == "not lossless" else case
 
 
 def exact_case(ref: Implementation | str, case: dict, max_runs: int) -> Certificate:
@@ -118,6 +136,8 @@ def check_exact(
             data,
         )
     if found is not None or bad:
+        if found is not None:
+            found = without_no_ops(impl, found, max_runs)
         cert = certify_implementation(impl, found, max_runs) if found is not None else bad[0]
         where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"
         line = (
@@ -125,8 +145,11 @@ def check_exact(
             f"{cert.sequence} (continued {cert.continued:.6g}, target {cert.target:.6g}); {where}: "
             f"{describe_case(cert.case)}; {cert.runs} runs, {cert.seconds:.2f} s"
         )
+        payload = counterexample(impl, cert, found is not None)
+        if "worst_tree" in payload:
+            line += f"; one cycle that begins it: {path_line(payload['worst_tree'])}"
         cert.detail = line
-        return Outcome("fail", line, counterexample(impl, cert, found is not None), data)
+        return Outcome("fail", line, payload, data)
     if refused:
         return Outcome(
             "skip",

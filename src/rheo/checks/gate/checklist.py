@@ -6,7 +6,7 @@ provides).
 from __future__ import annotations
 
 from rheo.checks.cases.corpus import CONTROLS
-from rheo.checks.cases.matrix import impl_matrix
+from rheo.checks.cases.space import Selection, select
 from rheo.checks.differential.decision_equality import check_decisions
 from rheo.checks.exact.check import check_exact
 from rheo.checks.gate.fastpath_checks import (
@@ -19,6 +19,8 @@ from rheo.checks.gate.fastpath_checks import (
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.protocol.inputs import case_config
+from rheo.checks.protocol.load import Implementation
 from rheo.checks.statistics.cycle_law import check_cycle_law
 from rheo.checks.statistics.output_law import check_output_law
 
@@ -31,6 +33,34 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
     if profile is not None and profile.real_first:
         checks.append(real_model_check())
     return checks
+
+
+def supported_cases(impl: Implementation, purpose: str, profile: Profile) -> Selection:
+    """The covering set of cases for one check (``rheo.checks.cases.space``), drawn from
+    the configurations ``impl`` supports, at the profile's level."""
+    return select(lambda case: impl.supports(case_config(case)), purpose, profile.matrix)
+
+
+def with_coverage(outcome: Outcome, sel: Selection, cases: list[dict], compared: list[str]) -> Outcome:
+    """``outcome`` with its ``coverage`` (per dimension: covered by the ``compared`` case
+    names, supported, refused) and the selection's quota, and the shortfall named in its
+    detail when fewer than the quota were compared."""
+    by_name = {c.get("name"): c for c in cases}
+    done = [by_name[n] for n in compared if n in by_name]
+    outcome.data["coverage"] = sel.coverage(done)
+    outcome.data["quota"] = sel.quota
+    outcome.data["configurations"] = {"asked": sel.candidates, "supported": sel.supported_configs}
+    short = sel.shortfall(len(done))
+    if short:
+        outcome.data["shortfall"] = short
+        outcome.detail += f" [{short}]"
+    return outcome
+
+
+GREEDY_ONLY = (
+    "not applicable: greedy only (every configuration it supports has T = 0, where a cycle's law is a point "
+    "mass: exact certification decides alone)"
+)
 
 
 def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
@@ -52,16 +82,25 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         )
 
     def output_law(profile: Profile, progress) -> Outcome:
-        return check_output_law(
-            impl, profile.impl_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+        sel = supported_cases(impl, "statistical", profile)
+        if sel.greedy_only and not extra:
+            return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])
+        outcome = check_output_law(
+            impl, profile.impl_cycles, FAMILY_ALPHA, cases=sel.cases, extra_cases=extra, progress=progress
         )
+        return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 
     def cycle_law(profile: Profile, progress) -> Outcome:
         return check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
 
     def exact(profile: Profile, progress) -> Outcome:
-        cases = impl_matrix(profile.matrix) + extra
-        return check_exact(impl, cases, profile.impl_exact_search, search_seed(profile), progress=progress)
+        sel = supported_cases(impl, "exact", profile)
+        cases = sel.cases + extra
+        outcome = check_exact(impl, cases, profile.impl_exact_search, search_seed(profile), progress=progress)
+        compared = [
+            c["case_name"] for c in outcome.data.get("cases", []) if c["verdict"] in ("lossless", "not lossless")
+        ]
+        return with_coverage(outcome, sel, cases, compared)
 
     def output_law_batched(profile: Profile, progress) -> Outcome:
         from rheo.checks.statistics.batched import check_output_law_batched  # needs torch

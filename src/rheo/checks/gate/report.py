@@ -8,6 +8,19 @@ from rheo.checks.gate.run import gate_verdict, slug, summary
 from rheo.checks.outcome import CheckResult
 
 
+def coverage_lines(coverage: dict) -> list[str]:
+    """The coverage table of an implementation check (``rheo.checks.cases.space``): per
+    dimension the values covered, those supported but not covered, and those refused."""
+    rows = [("  coverage", "covered", "supported, not covered", "refused")]
+    for dim, c in coverage.items():
+        rest = [v for v in c["supported"] if v not in c["covered"]]
+        rows.append(
+            (f"  {dim}", ", ".join(c["covered"]) or "-", ", ".join(rest) or "-", ", ".join(c["refused"]) or "-")
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
 def render(results: list[CheckResult], profile: str, header: str = "", strict: bool = False) -> str:
     """The table, then a line per check that did not pass (and per implementation check,
     whose detail says what it showed), then the verdict."""
@@ -27,6 +40,8 @@ def render(results: list[CheckResult], profile: str, header: str = "", strict: b
             lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
             if r.picture:
                 lines.append(f"  picture: {r.picture}")
+            if r.data.get("coverage"):
+                lines += coverage_lines(r.data["coverage"])
     passed, why = gate_verdict(results, strict)
     lines.append(
         f"gate {'PASSED' if passed else 'FAILED'} ({profile}): {s['pass']} passed, {s['fail']} failed, "
@@ -55,6 +70,11 @@ def junit_xml(results: list[CheckResult], suite: str = "rheo gate", strict: bool
         case = ET.SubElement(
             root, "testcase", classname=f"rheo.checks.gate.{slug(r.group)}", name=r.name, time=f"{r.seconds:.3f}"
         )
+        if r.data.get("coverage"):
+            props = ET.SubElement(case, "properties")
+            for dim, c in r.data["coverage"].items():
+                for side in ("covered", "supported", "refused"):
+                    ET.SubElement(props, "property", name=f"coverage.{dim}.{side}", value=",".join(c[side]))
         text = r.detail + (f"\ncounterexample: {r.counterexample}" if r.counterexample else "")
         if r.verdict == "fail":
             ET.SubElement(case, "failure", message=r.detail[:200]).text = text

@@ -19,7 +19,7 @@ from rheo.checks import parallel
 from rheo.checks.cases.matrix import output_law_cases
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.calls import impl_cycle
-from rheo.checks.protocol.example_tree import with_example_tree
+from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import law_instance, protocol_config
 from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
@@ -221,15 +221,18 @@ def check_output_law(
     level: str = "quick",
     extra_cases: list[dict] | tuple = (),
     progress=None,
+    cases: list[dict] | None = None,
     min_cases: int = STATISTICAL_MIN_CASES,
     counted: Callable[..., Counter] | None = None,
     check: str = "output law",
     data_extra: dict | None = None,
 ) -> Outcome:
-    """Losslessness, statistically (docs/spec.md §5): on ``output_law_cases(level)`` and the
-    user's ``extra_cases``, ``cycles`` cycles of the implementation per case, each output
-    continued by exact sampling from the judged target law (``judged_instance``: its
-    sampler_law if it has one, else docs/spec.md §0's p_T) to length D+1; the counts over
+    """Losslessness, statistically (docs/spec.md §5): on ``cases`` (default
+    ``output_law_cases(level)``; the gate passes the covering set of what the implementation
+    supports, ``rheo.checks.cases.space``) and the user's ``extra_cases``, ``cycles`` cycles
+    of the implementation per case, each output continued by exact sampling from the judged
+    target law (``judged_instance``: its sampler_law if it has one, else docs/spec.md §0's
+    p_T) to length D+1; the counts over
     V^(D+1) against p_T(Seq) by Pearson chi-square (``gof``; ``family_alpha`` split over the
     supported cases; the detectable TV at power 0.99 per case). A rejection writes the case,
     the worst sequences (observed vs p_T) and the seed.
@@ -238,7 +241,7 @@ def check_output_law(
     case's continued counts (default ``per_request_counts``; the batched check passes its
     own, rheo.checks.statistics.batched), ``check`` names the check in counterexample files."""
     counted = counted or per_request_counts
-    stat_cases = _named(output_law_cases(level) + list(extra_cases))
+    stat_cases = _named((output_law_cases(level) if cases is None else list(cases)) + list(extra_cases))
     supported, unsupported = _supported_cases(impl, stat_cases)
     judge = "its own sampler_law" if impl.has_sampler_law else "p_T of docs/spec.md §0"
     data: dict[str, Any] = {
@@ -284,6 +287,8 @@ def check_output_law(
         if res.reject and worst is None:
             worst = law_counterexample(check, impl, name, case, judge, seed, alpha, res, counts, law)
             worst = with_example_tree(worst, impl, judged, worst["worst_sequences"][0]["sequence"])
+            if "worst_tree" in worst:
+                lines[-1] += f"; one cycle that begins its worst sequence: {path_line(worst['worst_tree'])}"
     if len(data["cases"]) < min_cases:
         return Outcome(
             "fail",
