@@ -243,6 +243,8 @@ def test_only_decision_on_an_implementation_with_its_own_randomness_is_bad_input
 
 
 def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
+    from rheo.checks.cases import space
+
     case = hashed_case(3, 4, 1, policy="rheo", K=2, m=0, budget=2, temperature="1/2")
     _write(tmp_path / "good", "my-chain.json", json.dumps(case))
     r = rheo(
@@ -251,7 +253,9 @@ def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     law = json.loads(r.stdout)["checks"][0]
-    assert law["data"]["cycles"] == 300 and "my-chain" in law["data"]["cases"] and len(law["data"]["cases"]) == 4
+    drawn = space.select(lambda c: True, "statistical", "smoke").cases  # the loop example supports everything
+    assert law["data"]["cycles"] == 300 and "my-chain" in law["data"]["cases"]
+    assert len(law["data"]["cases"]) == len(drawn) + 1
     assert "my-chain: lossless within detectable TV" in law["detail"]
     bad = _write(tmp_path / "bad", "broken.json", json.dumps({**case, "K": 0}))
     r = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cases", str(tmp_path / "bad"), "--json")
@@ -300,7 +304,8 @@ def test_impl_matrix_covers_the_configuration_space_with_small_cases():
         matrix = impl_matrix(level)
         names = [c["name"] for c in matrix]
         assert len(set(names)) == len(names)
-        assert all(3 <= c["vocab_size"] <= 4 and c["depth"] <= 2 and c["budget"] <= 6 for c in matrix)
+        assert all(3 <= c["vocab_size"] <= 4 and c["depth"] <= 2 and c["budget"] <= 6 for c in matrix if c["depth"] < 3)
+        assert all(5 <= c["vocab_size"] <= 6 and c["budget"] <= 6 for c in matrix if c["depth"] == 3)
         assert {c["temperature"] for c in matrix} == {"0", "1/3", "1/2", "1", "3/2"}
         for c in matrix:
             load_case(c)  # valid; T = 3/2 only in float64
@@ -321,6 +326,7 @@ def test_impl_matrix_covers_the_configuration_space_with_small_cases():
         assert any(c.get(key) is not None for c in quick) and any(c.get(key) is None for c in quick)
     assert {c.get("draft_top_k") is None for c in quick} == {True, False}
     assert len(impl_matrix("smoke")) < len(quick) < len(impl_matrix("deep"))
+    assert len([c for c in quick if c["depth"] == 3]) == 4  # some depth-3 cases, V 5-6
 
 
 def test_gate_help_teaches():

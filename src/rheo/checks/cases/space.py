@@ -15,7 +15,11 @@ The selection starts from the fixed matrix's cases the implementation supports
 (``rheo.checks.cases.matrix``: so an implementation of the whole space is judged on at
 least what it was judged on before), adds the cheapest case for each value not yet
 covered, then fills the quota (``QUOTAS``) with cases that cover new *pairs* of values.
-Everything is seeded: the same seed gives the same cases. Each check reports its
+A generated case where a target filter decides at an exact boundary (a top-p run of mass
+exactly p, a token at exactly min_p times the largest: ``matrix.filter_boundaries``) is
+left out: exact arithmetic keeps such a token (docs/spec.md §0), a float engine rounds
+either way, so a lossless float engine could fail on it. Everything is seeded: the same
+seed gives the same cases. Each check reports its
 ``coverage`` (``Selection.coverage``): per dimension the values covered, supported and
 refused.
 
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from rheo.casefile import load_case
 from rheo.checks.cases.matrix import FILTERS, filter_boundaries, impl_matrix, output_law_cases
 from rheo.checks.cases.strategies import joint_draw_bound, max_nodes
 from rheo.reference.generate import hashed_case, hashed_law
@@ -120,9 +125,11 @@ def root_features(n: int, seed: int, max_weight: int, zero_share: int) -> tuple[
 
 
 def case_features(case: dict) -> tuple[str, str]:
-    """(zero-probability tokens, exact ties) of a case with tables (its root laws)."""
-    draft = [Fraction(str(x)) for x in case["draft"][""]]
-    target = [Fraction(str(x)) for x in case["target"][""]]
+    """(zero-probability tokens, exact ties) of a case with tables (its root laws, read as
+    ``rheo.casefile`` reads them: a user's case file may give a default law for every
+    prefix)."""
+    inst = load_case(case)
+    draft, target = list(inst.draft(())), list(inst.target(()))
     positive = [x for x in draft if x > 0]
     return (
         "yes" if 0 in draft or 0 in target else "no",
@@ -334,9 +341,9 @@ def select(
     covered: set[tuple[str, str]] = set()
     pairs: set[tuple] = set()
 
-    def take(case: dict) -> bool:
+    def take(case: dict, vetted: bool = False) -> bool:
         key = hashlib.blake2b(json.dumps(case, sort_keys=True, default=str).encode(), digest_size=8).hexdigest()
-        if key in seen or (purpose == "statistical" and filter_boundaries(case)):
+        if key in seen or ((purpose == "statistical" or not vetted) and filter_boundaries(case)):
             return False
         seen.add(key)
         chosen.append(case)
@@ -349,7 +356,7 @@ def select(
         start = impl_matrix(level) if purpose == "exact" else output_law_cases(level)
     for case in start:
         if supports(case):
-            take(dict(case))
+            take(dict(case), vetted=True)
     rnd = random.Random(seed)
     order = {id(c): rnd.random() for c in cands}
     remaining = list(cands)

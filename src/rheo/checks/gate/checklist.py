@@ -35,10 +35,11 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
     return checks
 
 
-def supported_cases(impl: Implementation, purpose: str, profile: Profile) -> Selection:
-    """The covering set of cases for one check (``rheo.checks.cases.space``), drawn from
-    the configurations ``impl`` supports, at the profile's level."""
-    return select(lambda case: impl.supports(case_config(case)), purpose, profile.matrix)
+def supported_cases(impl: Implementation, purpose: str, level: str) -> Selection:
+    """The covering set of cases for one check ("exact" or "statistical";
+    ``rheo.checks.cases.space``), drawn from the configurations ``impl`` supports, at the
+    matrix ``level``."""
+    return select(lambda case: impl.supports(case_config(case)), purpose, level)
 
 
 def with_coverage(outcome: Outcome, sel: Selection, cases: list[dict], compared: list[str]) -> Outcome:
@@ -82,7 +83,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         )
 
     def output_law(profile: Profile, progress) -> Outcome:
-        sel = supported_cases(impl, "statistical", profile)
+        sel = supported_cases(impl, "statistical", profile.matrix)
         if sel.greedy_only and not extra:
             return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])
         outcome = check_output_law(
@@ -94,7 +95,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         return check_cycle_law(impl, profile.impl_cycles, FAMILY_ALPHA, deep=profile.name == "deep", progress=progress)
 
     def exact(profile: Profile, progress) -> Outcome:
-        sel = supported_cases(impl, "exact", profile)
+        sel = supported_cases(impl, "exact", profile.matrix)
         cases = sel.cases + extra
         outcome = check_exact(impl, cases, profile.impl_exact_search, search_seed(profile), progress=progress)
         compared = [

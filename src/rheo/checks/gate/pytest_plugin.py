@@ -24,10 +24,9 @@ import dataclasses
 
 import pytest
 
-from rheo.checks.cases.matrix import impl_matrix
 from rheo.checks.differential.decision_equality import check_decisions
 from rheo.checks.exact.check import check_exact
-from rheo.checks.gate.checklist import impl_checks
+from rheo.checks.gate.checklist import impl_checks, supported_cases
 from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import PROFILES
 from rheo.checks.protocol.load import Implementation, load_implementation
@@ -38,8 +37,8 @@ from rheo.checks.statistics.output_law import check_output_law
 class RheoChecker:
     """The fixture's object (docs/gate.md, "From pytest: the rheo_checker fixture").
 
-    Settings, as attributes: ``level`` ("smoke" | "quick" | "deep": the case matrix of exact
-    certification and the output law's spread), ``cycles`` (per output- and cycle-law case),
+    Settings, as attributes: ``level`` ("smoke" | "quick" | "deep": the level of the cases
+    drawn from what the implementation supports, rheo.checks.cases.space), ``cycles`` (per output- and cycle-law case),
     ``examples`` (decision-equality examples), ``exact_search`` (small cases searched after
     the exact matrix), ``out_dir`` (where ``check`` writes counterexample files)."""
 
@@ -67,12 +66,17 @@ class RheoChecker:
         return check_cycle_law(self._impl(impl), cycles or self.cycles)
 
     def exact(self, impl, cases: list[dict] | None = None, search: int | None = None):
-        """Exact certification on ``cases`` (default: the ``level`` matrix)."""
-        cases = impl_matrix(self.level) if cases is None else cases
-        return check_exact(self._impl(impl), cases, self.exact_search if search is None else search)
+        """Exact certification on ``cases`` (default: the covering set of what it supports at
+        ``level``, rheo.checks.cases.space)."""
+        impl = self._impl(impl)
+        cases = supported_cases(impl, "exact", self.level).cases if cases is None else cases
+        return check_exact(impl, cases, self.exact_search if search is None else search)
 
     def output_law(self, impl, cycles: int | None = None):
-        return check_output_law(self._impl(impl), cycles or self.cycles, level=self.level)
+        """The output law on the covering set of what it supports at ``level``."""
+        impl = self._impl(impl)
+        cases = supported_cases(impl, "statistical", self.level).cases
+        return check_output_law(impl, cycles or self.cycles, cases=cases)
 
     def check(self, impl) -> list:
         """Every check, as ``rheo gate --impl`` runs them (counterexamples written under the
