@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_a_slice_lossy_only_at_t_not_1_is_caught_by_a_finding(tmp_path):
     assert exact.verdict == "fail" and "not lossless (exact)" in exact.detail
     assert "nothing is proven" not in exact.detail
     assert "then a bonus token" in exact.detail  # the path that went wrong
-    saved = json.loads(open(exact.counterexample).read())
+    saved = json.loads(Path(exact.counterexample).read_text(encoding="utf-8"))
     assert space.temperature_class(saved["case"]["temperature"]) != "1"
     assert saved["worst_tree"]["last"] == "bonus"
     root = ET.fromstring(junit_xml([exact, law]))
