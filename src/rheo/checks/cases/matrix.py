@@ -200,8 +200,11 @@ def read_case_dir(folder: str | Path) -> list[dict[str, Any]]:
             n_tokens = case.get("n_tokens")
             missing = None if n_tokens is None else uncovered_generation_prefix(inst, int(n_tokens))
             if missing is not None:  # a generation reads the target at every prefix up to n_tokens - 1
-                raise CaseError(missing.field, f"{missing.message}; n_tokens = {n_tokens} needs every target prefix "
-                                f"of length <= {int(n_tokens) - 1}, or lower n_tokens")
+                raise CaseError(
+                    missing.field,
+                    f"{missing.message}; n_tokens = {n_tokens} needs every target prefix "
+                    f"of length <= {int(n_tokens) - 1}, or lower n_tokens",
+                )
         except CaseError as e:
             raise CaseError(f"--cases {f}", str(e), [CaseError(f"--cases {f}", str(x)) for x in e.errors]) from None
         out.append({**case, "name": case.get("name") or f.stem})
