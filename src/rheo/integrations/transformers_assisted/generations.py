@@ -111,6 +111,18 @@ class AssistedGenerationHeuristic(AssistedGeneration):
         built.generate_kwargs["assistant_model"].generation_config.num_assistant_tokens_schedule = "heuristic"
         return built
 
+    def generate(self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float) -> list[int]:
+        """Under "heuristic" ``generate`` writes the last number of draft tokens back into the
+        assistant's ``generation_config`` (``_assisted_decoding``, "persistent over multiple
+        generation calls"): the next call would start from it, so calls would not be
+        independent generations. Each generation starts from L again."""
+        if self.supports(config):
+            V, L = int(config["vocab_size"]), chain_length(config)
+            built = self.built.get((V, L))
+            if built is not None:
+                built.generate_kwargs["assistant_model"].generation_config.num_assistant_tokens = L
+        return super().generate(draft_logits, target_logits, config, temperature)
+
 
 class EarlyExitGeneration(WholeGeneration, EarlyExitCandidateGenerator):
     """``generate(assistant_early_exit=1)`` over a whole generation."""
