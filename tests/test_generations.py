@@ -131,7 +131,9 @@ def test_an_implementation_with_generate_is_loaded_and_judged_on_generations_too
     names = [c.name for c in impl_checks(both)]
     assert "impl: exact certification (whole cycles and whole generations)" in names  # the single-cycle ones stay
     assert "impl: output law, whole generations (whole cycles and whole generations)" in names
-    assert not any("generations" in c.name for c in impl_checks(load_implementation("examples.loop_impl:LoopImplementation")))
+    assert not any(
+        "generations" in c.name for c in impl_checks(load_implementation("examples.loop_impl:LoopImplementation"))
+    )
     with pytest.raises(ImplLoadError, match="has none of build_tree, verify, cycle, generate"):
         load_implementation("examples.loop_generation:np")
 
@@ -174,4 +176,6 @@ def test_the_generation_law_passes_the_loop_and_rejects_the_stale_root_row():
     bad = check_generation_law(BAD, 2000, level="smoke")
     assert bad.verdict == "fail" and "not lossless on" in bad.detail, bad.detail
     assert bad.counterexample["check"] == "output law, whole generations"
-    assert all(len(w["sequence"]) == n_tokens_of(bad.counterexample["case"]) for w in bad.counterexample["worst_sequences"])
+    assert all(
+        len(w["sequence"]) == n_tokens_of(bad.counterexample["case"]) for w in bad.counterexample["worst_sequences"]
+    )

@@ -85,7 +85,8 @@ def check_generation_law(
     V^n_tokens (``gof``; ``family_alpha`` split over the supported cases; the detectable TV
     at power 0.99 per case). A rejection writes the case, the worst sequences and the seed."""
     stat_cases = _named(generation_cases(level) + list(extra_cases))
-    supported, unsupported = [], []
+    supported: list[tuple[str, dict]] = []
+    unsupported: list[tuple[str, dict]] = []
     for name, case in stat_cases:
         ok = impl.supports(generation_config(law_instance(case), n_tokens_of(case)))
         (supported if ok else unsupported).append((name, case))

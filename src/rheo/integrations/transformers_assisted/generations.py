@@ -52,7 +52,7 @@ from rheo.integrations.transformers_assisted.models import Logits, State, Tables
 with contextlib.suppress(ImportError):  # scikit-learn is optional, as it is to transformers
     # transformers imports roc_curve inside a cycle; imported here, before any draw is traced,
     # scipy's import-time use of NumPy's random generator stays out of the exact check's runs
-    import sklearn.metrics  # noqa: F401
+    import sklearn.metrics  # type: ignore[import-untyped]  # noqa: F401
 
 
 class WholeGeneration(GenerateCycle):
