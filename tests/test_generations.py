@@ -179,3 +179,14 @@ def test_the_generation_law_passes_the_loop_and_rejects_the_stale_root_row():
     assert all(
         len(w["sequence"]) == n_tokens_of(bad.counterexample["case"]) for w in bad.counterexample["worst_sequences"]
     )
+
+
+def test_a_generation_that_crashes_is_a_finding_with_its_message():
+    class Crashes(LoopGeneration):
+        def generate(self, *args):
+            raise RuntimeError("the cache is\nout of step")
+
+    cert = certify_generation(Implementation(Crashes(), "c"), TOPK)
+    assert cert.verdict == "crashed" and cert.detail == "generate raised RuntimeError: the cache is out of step"
+    out = check_generation_exact(Implementation(Crashes(), "c"), "smoke")
+    assert out.verdict == "fail" and "the implementation failed on" in out.detail

@@ -28,7 +28,7 @@ from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.generation import call_generate, generation_config, generation_sequence_law, n_tokens_of
 from rheo.checks.protocol.inputs import law_instance
 from rheo.checks.protocol.judged import judged_instance
-from rheo.checks.protocol.load import Implementation, implementation_of, shipped
+from rheo.checks.protocol.load import Implementation, implementation_of, message_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.progress import Meter
 
@@ -89,6 +89,10 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
         return cert
     except BadOutput as e:
         cert.verdict, cert.detail = "crashed", f"malformed output: {e}"
+        cert.runs, cert.seconds = runs[0], time.perf_counter() - t0
+        return cert
+    except Exception as e:  # the implementation crashed: a finding, with its message
+        cert.verdict, cert.detail = "crashed", f"generate raised {type(e).__name__}: {message_of(e)}"
         cert.runs, cert.seconds = runs[0], time.perf_counter() - t0
         return cert
     cert.runs, cert.outputs = runs[0], len(law)
