@@ -368,3 +368,14 @@ def test_the_confidence_threshold_update_runs_and_the_generation_stays_lossless(
     cert = certify_generation(load_implementation(f"{GENERATIONS}:AssistedGeneration"), threshold_case())
     assert cert.verdict == "lossless" and cert.deviation < 1e-6, cert.summary()
     assert seen[0][0] == 0.4 and any(after != before for before, after in seen)
+
+
+def test_the_gemma4_assistant_path_is_not_lossless_over_whole_generations_either():
+    """The first defect (docs/transformers.md) seen by the generation check: greedy drafts
+    verified as if sampled move the n-token law."""
+    from rheo.checks.cases.generations import generation_cases
+    from rheo.checks.exact.generation import certify_generation
+
+    case = generation_cases("smoke")[0]  # n = 4, V = 2, a chain of 2, T = 1
+    cert = certify_generation(load_implementation(f"{GENERATIONS}:SinglePositionMultiTokenGeneration"), case)
+    assert cert.verdict == "not lossless" and cert.deviation > 0.05, cert.summary()
