@@ -190,3 +190,29 @@ def test_a_generation_that_crashes_is_a_finding_with_its_message():
     assert cert.verdict == "crashed" and cert.detail == "generate raised RuntimeError: the cache is out of step"
     out = check_generation_exact(Implementation(Crashes(), "c"), "smoke")
     assert out.verdict == "fail" and "the implementation failed on" in out.detail
+
+
+def test_the_gate_runs_the_generation_checks_and_replays_their_exact_counterexample(tmp_path):
+    """Through the CLI and its supervised worker: both checks fail StaleRootRow with
+    counterexample files; --replay reruns the exact one (1 on the bug, 0 on the fix)."""
+    import subprocess
+
+    def rheo(*args):
+        cmd = [sys.executable, "-m", "rheo.cli", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+    out = tmp_path / "out"
+    r = rheo(
+        "gate", "--impl", "examples.loop_generation:StaleRootRow", "--profile", "smoke", "--json", "--out", str(out)
+    )
+    assert r.returncode == 1, r.stderr
+    report = json.loads(r.stdout)
+    verdicts = {c["name"]: c["verdict"] for c in report["checks"]}
+    assert verdicts == {
+        "impl: exact certification, whole generations (whole generations)": "fail",
+        "impl: output law, whole generations (whole generations)": "fail",
+    }
+    saved = out / "examples-loop-generation-stalerootrow-exact-generations.json"
+    assert json.loads(saved.read_text())["replay"].startswith("rheo gate --impl examples.loop_generation:StaleRootRow")
+    assert rheo("gate", "--impl", "examples.loop_generation:StaleRootRow", "--replay", str(saved)).returncode == 1
+    assert rheo("gate", "--impl", "examples.loop_generation:LoopGeneration", "--replay", str(saved)).returncode == 0

@@ -33,6 +33,9 @@ from rheo.checks.protocol.outputs import BadOutput
 from rheo.progress import Meter
 
 
+GENERATION_CHECK = "exact certification, whole generations"  # the "check" of its counterexample files
+
+
 def generation_deviation(law: dict, target: dict) -> tuple[float, tuple, float, float]:
     """(max |law - target| over V^n, the first sequence attaining it, its law, its target)."""
     best: tuple[float, tuple, float, float] = (-1.0, (), 0.0, 0.0)
@@ -144,7 +147,7 @@ def check_generation_exact(
         "unsupported_configurations": sum(c.verdict == "skipped" for c in certs),
         "runs": sum(c.runs for c in certs),
     }
-    head = {"check": "exact certification, whole generations", "implementation": impl.name}
+    head = {"check": GENERATION_CHECK, "implementation": impl.name}
     crashed = [c for c in certs if c.verdict == "crashed"]
     if crashed:
         first = crashed[0]
@@ -164,6 +167,7 @@ def check_generation_exact(
             **cert.to_json(),
             "case": cert.case,
             "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
+            "replay": f"rheo gate --impl {impl.name} --replay FILE",
         }
         return Outcome("fail", line, payload, data)
     refused = [c for c in certs if c.verdict == "unsupported"]
