@@ -32,7 +32,6 @@ from rheo.checks.protocol.load import Implementation, implementation_of, message
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.progress import Meter
 
-
 GENERATION_CHECK = "exact certification, whole generations"  # the "check" of its counterexample files
 
 
