@@ -379,3 +379,22 @@ def test_the_gemma4_assistant_path_is_not_lossless_over_whole_generations_either
     case = generation_cases("smoke")[0]  # n = 4, V = 2, a chain of 2, T = 1
     cert = certify_generation(load_implementation(f"{GENERATIONS}:SinglePositionMultiTokenGeneration"), case)
     assert cert.verdict == "not lossless" and cert.deviation > 0.05, cert.summary()
+
+
+def test_mtp_over_several_cycles_crashes_after_a_one_token_prompt():
+    """transformers' MTP cache correction after a cycle that rejects the first of L >= 2
+    drafts slices fewer hidden states than input tokens when the prompt is one token
+    (docs/transformers.md, "Whole generations"); ``MTPGeneration`` prompts with two."""
+    from rheo.checks.cases.generations import generation_cases
+    from rheo.checks.protocol.generation import call_generate
+    from rheo.checks.protocol.inputs import law_instance
+
+    inst = law_instance(generation_cases("smoke")[0])  # n = 4, V = 2, L = 2, T = 1
+    one, two = (load_implementation(f"{GENERATIONS}:{c}") for c in ("MtpOnePromptToken", "MTPGeneration"))
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        for seed in range(30):
+            torch.manual_seed(seed)
+            call_generate(one, inst, 4)
+    for seed in range(30):
+        torch.manual_seed(seed)
+        assert len(call_generate(two, inst, 4)) == 4

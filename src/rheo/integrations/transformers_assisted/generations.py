@@ -20,7 +20,8 @@ number of draft tokens (the later ones' under the "constant" schedule).
 - ``AssistedGeneration``: ``assistant_model=``, schedule "constant", transformers' default
   confidence threshold 0.4 (updated as above).
 - ``AssistedGenerationHeuristic``: the same, schedule "heuristic".
-- ``EarlyExitGeneration``, ``PromptLookupGeneration``, ``MTPGeneration``,
+- ``EarlyExitGeneration``, ``PromptLookupGeneration``, ``MTPGeneration`` (a two-token
+  prompt; ``MtpOnePromptToken`` keeps one and shows transformers' crash),
   ``DFlashGeneration``, ``SinglePositionMultiTokenGeneration``: the other generators.
 
     rheo gate --impl rheo.integrations.transformers_assisted.generations:AssistedGeneration
@@ -134,7 +135,29 @@ class PromptLookupGeneration(WholeGeneration, PromptLookupCandidateGenerator):
 
 
 class MTPGeneration(WholeGeneration, MTPCandidateGenerator):
-    """``generate(use_mtp=True)`` over a whole generation (the MTP cache cropped each cycle)."""
+    """``generate(use_mtp=True)`` over a whole generation (the MTP cache cropped each cycle).
+    The prompt is two anchors, not one: after a one-token prompt, a cycle that rejects the
+    first of L >= 2 drafts makes transformers' MTP cache correction
+    (``MTPCandidateGenerator.get_candidates``, ``n_last_matches < num_mtp_layers - 1``) slice
+    fewer main-model hidden states than input tokens, and the next MTP forward raises
+    (``MtpOnePromptToken`` keeps that prompt; docs/transformers.md, "Whole generations")."""
+
+    prompt_tokens = 2
+
+    def root_length(self, L: int) -> int:
+        return self.prompt_tokens + 1
+
+    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
+        anchor = tables.V
+        tables.root = (anchor,) * (self.prompt_tokens + 1)  # the prompt, then the anchor its prefill emits
+        return (anchor,) * self.prompt_tokens
+
+
+class MtpOnePromptToken(MTPGeneration):
+    """``MTPGeneration`` with the single-cycle adapter's one-token prompt: transformers'
+    MTP crashes in a later cycle (the class docstring above)."""
+
+    prompt_tokens = 1
 
 
 class DFlashGeneration(WholeGeneration, DFlashTokenCandidateGenerator):
