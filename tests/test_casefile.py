@@ -146,8 +146,8 @@ MANY = [  # (case, the fields of its errors in order, the one message the loader
         bad(colour="red", m=3, target={"*": ["1/5", "1/2", "1/2"]}),
         ["colour", 'target["*"]', "m"],
         "colour: unknown key; allowed keys here: K, arithmetic, beam, budget, depth, description, draft, draft_law, "
-        "draft_top_k, epsilon, expected, m, name, policy, proxy, target, target_min_p, target_top_k, target_top_p, "
-        "temperature, tie_break, verify, vocab_size",
+        "draft_top_k, epsilon, expected, m, n_tokens, name, policy, proxy, target, target_min_p, target_top_k, "
+        "target_top_p, temperature, tie_break, verify, vocab_size",
     ),
     (
         {"vocab_size": 2},

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from rheo.casefile import load_case
+from rheo.checks.cases.generations import GENERATION_CASES, generation_case
 from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.exact.check import check_exact
+from rheo.checks.exact.generation import certify_generation
 from rheo.checks.protocol.load import load_implementation
 from rheo.reference import certify, cycle_law
 from rheo.reference.generate import hashed_case
@@ -24,8 +26,15 @@ FILTERED = hashed_case(
 SPARSE = hashed_case(5, 7, 2, policy="rheo", K=3, m=1, budget=4, beam=2, temperature="1/2", draft_top_k=3)
 
 
+GENERATION = generation_case(*GENERATION_CASES["quick"][3])  # whole generations: n = 4, Top-K, V = 2
+
+
 def cert(spec: str, case: dict):
-    return certify_implementation(load_implementation(spec), case)
+    """Its certificate: of whole generations for an implementation with only ``generate``."""
+    impl = load_implementation(spec)
+    if impl.runs_generations and not impl.per_request:
+        return certify_generation(impl, case)
+    return certify_implementation(impl, case)
 
 
 def test_the_loop_example_is_lossless_and_its_law_is_the_references():
@@ -47,8 +56,12 @@ def test_the_token_tie_break_bug_is_not_lossless_and_agrees_with_the_reference_v
 
 @pytest.mark.parametrize(
     "spec, case",
-    [("examples.buggy_impl:ReusedUniform", RHEO_M1), ("examples.buggy_impl:SkippedFilters", FILTERED)],
-    ids=["reused uniform", "skipped target filters"],
+    [
+        ("examples.buggy_impl:ReusedUniform", RHEO_M1),
+        ("examples.buggy_impl:SkippedFilters", FILTERED),
+        ("examples.loop_generation:StaleRootRow", GENERATION),
+    ],
+    ids=["reused uniform", "skipped target filters", "stale root row across cycles"],
 )
 def test_bugs_that_break_losslessness_are_not_lossless(spec, case):
     c = cert(spec, case)

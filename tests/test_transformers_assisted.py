@@ -8,6 +8,8 @@ implement. Verdicts are transformers 5.24's (other versions skip)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -286,3 +288,113 @@ def test_supports_refuses_what_is_not_implemented():
     assert uag.supports({**config, "temperature": 0.0}) and not uag.supports(config)  # greedy only
     with pytest.raises(NotImplementedError):
         impl("AssistedCandidateGenerator").obj.cycle(None, None, tree, 0.5)
+
+
+# ---- whole generations (transformers_assisted.generations): many cycles in one generate ----
+
+GENERATIONS = "rheo.integrations.transformers_assisted.generations"
+
+
+def threshold_case(n: int = 8) -> dict:
+    """A generation that reaches transformers' update of the assistant's confidence
+    threshold (more than 5 judged drafts, a match and a miss) in few runs: the draft always
+    proposes token 0 (probability 1) but at the prefixes of length n - 2 (3/4, 1/4); the
+    target is a coin at the root, refuses token 0 after two tokens, and takes it elsewhere."""
+    target = {"*": ["1", "0"], "": ["1/2", "1/2"], **{f"{a},{b}": ["0", "1"] for a in range(2) for b in range(2)}}
+    draft = {"*": ["1", "0"]}
+    draft.update({",".join(map(str, p)): ["3/4", "1/4"] for p in itertools.product(range(2), repeat=n - 2)})
+    return {"name": "threshold", "vocab_size": 2, "policy": "rheo", "K": 1, "m": 0, "depth": 2, "budget": 2,
+            "beam": 1, "temperature": "1", "n_tokens": n, "target": target, "draft": draft}  # fmt: skip
+
+
+def test_whole_generation_adapters_are_generate_only_and_listed_with_the_generation_checks():
+    from rheo.checks.gate.checklist import impl_checks
+
+    impl = load_implementation(f"{GENERATIONS}:AssistedGeneration")
+    assert impl.runs_generations and not impl.runs_cycles and impl.provides() == "whole generations"
+    assert [c.name for c in impl_checks(impl)] == [
+        "impl: exact certification, whole generations (whole generations)",
+        "impl: output law, whole generations (whole generations)",
+    ]
+    config = {**protocol_config(load_case(TREE)), "n_tokens": 3}
+    assert not impl.obj.supports(config)  # chains only
+    chain = {**protocol_config(load_case(CHAIN)), "n_tokens": 3}
+    assert impl.obj.supports(chain) and not impl.obj.supports({**chain, "n_tokens": 40})  # codes past 2^53
+
+
+@pytest.mark.parametrize("name", ["AssistedGeneration", "AssistedGenerationHeuristic"])
+def test_whole_generations_of_assisted_decoding_are_lossless_exactly(name, monkeypatch):
+    """Several cycles in one ``generate``: the assistant's cache cropped to the accepted
+    prefix after a rejection, and (heuristic schedule) the draft length moving between
+    cycles; the law of the n tokens is still the target's."""
+    from transformers.cache_utils import DynamicLayer
+
+    from rheo.checks.cases.generations import GENERATION_CASES, generation_case
+    from rheo.checks.exact.generation import certify_generation
+
+    crops, lengths = [], []
+    crop = DynamicLayer.crop
+    monkeypatch.setattr(DynamicLayer, "crop", lambda self, k: (crops.append(k), crop(self, k))[1])
+    update = candidate_generator.AssistedCandidateGenerator.update_candidate_strategy
+
+    def spy(self, *args):
+        update(self, *args)
+        lengths.append(self.num_assistant_tokens)
+
+    monkeypatch.setattr(candidate_generator.AssistedCandidateGenerator, "update_candidate_strategy", spy)
+    case = generation_case(*GENERATION_CASES["quick"][2])  # n = 3, V = 3, L = 2, T = 1/2, top-k 2
+    cert = certify_generation(load_implementation(f"{GENERATIONS}:{name}"), case)
+    assert cert.verdict == "lossless" and cert.deviation < 1e-6, cert.summary()
+    assert any(k < 0 for k in crops)  # a cache cropped by the tokens a cycle rejected
+    assert set(lengths) == {2} if name == "AssistedGeneration" else len(set(lengths)) > 1  # heuristic: +2 / -1
+
+
+def test_the_confidence_threshold_update_runs_and_the_generation_stays_lossless(monkeypatch):
+    """transformers updates ``assistant_confidence_threshold`` with scikit-learn's
+    ``roc_curve`` (installed: the ``test`` extra) once more than 5 drafts were judged and
+    both a match and a miss were seen; the case reaches it and the threshold moves."""
+    pytest.importorskip("sklearn")
+    from rheo.checks.exact.generation import certify_generation
+
+    seen = []
+    update = candidate_generator.AssistedCandidateGenerator.update_candidate_strategy
+
+    def spy(self, *args):
+        before = self.assistant_generation_config.assistant_confidence_threshold
+        update(self, *args)
+        seen.append((before, float(self.assistant_generation_config.assistant_confidence_threshold)))
+
+    monkeypatch.setattr(candidate_generator.AssistedCandidateGenerator, "update_candidate_strategy", spy)
+    cert = certify_generation(load_implementation(f"{GENERATIONS}:AssistedGeneration"), threshold_case())
+    assert cert.verdict == "lossless" and cert.deviation < 1e-6, cert.summary()
+    assert seen[0][0] == 0.4 and any(after != before for before, after in seen)
+
+
+def test_the_gemma4_assistant_path_is_not_lossless_over_whole_generations_either():
+    """The first defect (docs/transformers.md) seen by the generation check: greedy drafts
+    verified as if sampled move the n-token law."""
+    from rheo.checks.cases.generations import generation_cases
+    from rheo.checks.exact.generation import certify_generation
+
+    case = generation_cases("smoke")[0]  # n = 4, V = 2, a chain of 2, T = 1
+    cert = certify_generation(load_implementation(f"{GENERATIONS}:SinglePositionMultiTokenGeneration"), case)
+    assert cert.verdict == "not lossless" and cert.deviation > 0.05, cert.summary()
+
+
+def test_mtp_over_several_cycles_crashes_after_a_one_token_prompt():
+    """transformers' MTP cache correction after a cycle that rejects the first of L >= 2
+    drafts slices fewer hidden states than input tokens when the prompt is one token
+    (docs/transformers.md, "Whole generations"); ``MTPGeneration`` prompts with two."""
+    from rheo.checks.cases.generations import generation_cases
+    from rheo.checks.protocol.generation import call_generate
+    from rheo.checks.protocol.inputs import law_instance
+
+    inst = law_instance(generation_cases("smoke")[0])  # n = 4, V = 2, L = 2, T = 1
+    one, two = (load_implementation(f"{GENERATIONS}:{c}") for c in ("MtpOnePromptToken", "MTPGeneration"))
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        for seed in range(30):
+            torch.manual_seed(seed)
+            call_generate(one, inst, 4)
+    for seed in range(30):
+        torch.manual_seed(seed)
+        assert len(call_generate(two, inst, 4)) == 4

@@ -15,7 +15,9 @@ that is not a string, a file that cannot be read, is too large or nests too deep
 Limits (docs/spec.md §8): a case file holds at most ``MAX_CASE_BYTES`` bytes of UTF-8
 text, nests arrays and objects at most ``MAX_NESTING`` deep, and writes every number with
 at most ``MAX_DIGITS`` digits and an exponent below ``MAX_DIGITS``; ``depth`` is at most
-``MAX_DEPTH`` and an exact temperature 1/k has k <= ``MAX_POWER``. Reading and checking
+``MAX_DEPTH`` and an exact temperature 1/k has k <= ``MAX_POWER``; ``n_tokens`` (the new
+tokens of one whole generation, the protocol's ``generate``; optional, default depth + 1)
+is an integer from 1 to ``MAX_N_TOKENS``. Reading and checking
 take an optional ``Deadline`` (``rheo exact --timeout``), checked after each number, so
 a huge vocabulary stops at the deadline while it is still being read.
 """
@@ -44,6 +46,7 @@ MAX_NESTING = 64  # arrays and objects inside each other; a case needs 3, a coun
 MAX_DIGITS = 4300  # per number (Python's own limit for reading an integer from text)
 MAX_POWER = 1000  # exact temperature T = 1/k, k <= MAX_POWER: p^k has k times the digits of p
 MAX_DEPTH = 1_000_000  # a cycle's output is continued to depth + 1 tokens
+MAX_N_TOKENS = 1_000_000  # the tokens of one whole generation ("n_tokens", default depth + 1)
 MAX_ERRORS = 20  # independent errors reported at once; checking stops at this many
 TABLES = ("target", "draft")
 NUMBER_FIELDS = ("epsilon", "temperature", "target_top_p", "target_min_p")  # besides the tables and the proxy
@@ -356,6 +359,15 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
     depth = case.get("depth")
     if isinstance(depth, int) and not isinstance(depth, bool) and depth > MAX_DEPTH:
         found.add(CaseError("depth", f"must be <= {MAX_DEPTH}, got {depth}"))
+    n_tokens = case.get("n_tokens")
+    if isinstance(n_tokens, int) and not isinstance(n_tokens, bool) and n_tokens > MAX_N_TOKENS:
+        found.add(
+            CaseError(
+                "n_tokens",
+                f"must be <= {MAX_N_TOKENS}, got {n_tokens}; give the new tokens of one whole generation "
+                "(default depth + 1), a few for an exact check",
+            )
+        )
     if "temperature" not in bad and "arithmetic" not in bad:
         _guarded(found, _check_exact_temperature, case)
     given = case.get("proxy")

@@ -300,7 +300,8 @@ def _replay(args, limits: Limits) -> int:
         saved = read_case(args.replay)  # capped in size and nesting, like a case file
     except CaseError as e:
         return fail(f"--replay: {args.replay} is not a JSON counterexample file ({one_line(e.message)})")
-    if not isinstance(saved, dict) or saved.get("check") not in ("exact certification", "decision equality"):
+    replayable = ("exact certification", "decision equality", "exact certification, whole generations")
+    if not isinstance(saved, dict) or saved.get("check") not in replayable:
         return fail(
             f"--replay: {args.replay} is not a decision-equality or exact-certification counterexample file "
             '(its "check" key says which)'

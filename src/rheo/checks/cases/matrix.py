@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rheo.casefile import load_case, read_case
+from rheo.checks.cases.generations import uncovered_generation_prefix
 from rheo.reference import CaseError
 from rheo.reference.generate import hashed_case
 from rheo.reference.numbers import keep_top_k, keep_top_p, rank_order, temper
@@ -185,7 +186,8 @@ def read_case_dir(folder: str | Path) -> list[dict[str, Any]]:
     """The ``*.json`` case files of ``folder`` (``--cases DIR``), each read and checked
     (``rheo.casefile``), named by its "name" key or else its file name. Raises ``CaseError``
     whose field names the file: a bad file, a target table that misses a prefix a cycle of
-    length depth + 1 can reach, or a folder without case files."""
+    length depth + 1 can reach (or, with "n_tokens", a generation of n_tokens tokens:
+    ``rheo.checks.cases.generations``), or a folder without case files."""
     path = Path(folder)
     if not path.is_dir():
         raise CaseError(f"--cases {folder}", "is not a folder; give a folder of case JSON files")
@@ -198,6 +200,14 @@ def read_case_dir(folder: str | Path) -> list[dict[str, Any]]:
             case = read_case(f)
             inst = load_case(case)
             _reachable_targets(inst)
+            n_tokens = case.get("n_tokens")
+            missing = None if n_tokens is None else uncovered_generation_prefix(inst, int(n_tokens))
+            if missing is not None:  # a generation reads the target at every prefix up to n_tokens - 1
+                raise CaseError(
+                    missing.field,
+                    f"{missing.message}; n_tokens = {n_tokens} needs every target prefix "
+                    f"of length <= {int(n_tokens) - 1}, or lower n_tokens",
+                )
         except CaseError as e:
             raise CaseError(f"--cases {f}", str(e), [CaseError(f"--cases {f}", str(x)) for x in e.errors]) from None
         out.append({**case, "name": case.get("name") or f.stem})

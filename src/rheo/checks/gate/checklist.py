@@ -16,6 +16,7 @@ from rheo.checks.gate.fastpath_checks import (
     fast_ties_check,
     real_model_check,
 )
+from rheo.checks.gate.generation_checks import generation_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
@@ -136,6 +137,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
                 owner=owner,
             ),
         ]
+    checks += generation_checks(impl, extra, stem, owner)
     if not impl.per_request:
         return checks
     if impl.follows_uniforms:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rheo.checks.differential.decision_equality import replay
 from rheo.checks.exact.check import replay_exact
+from rheo.checks.exact.generation import GENERATION_CHECK, certify_generation
 from rheo.checks.gate.checklist import impl_checks
 from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import CheckResult, Profile, Progress
@@ -42,6 +43,10 @@ def _replay(impl: Any, path: str) -> tuple[dict, str, int]:
         cert = replay_exact(impl, saved)
         passed = cert.verdict == "lossless"
         return {"passed": passed, "check": "exact certification", **cert.to_json()}, cert.summary(), 0 if passed else 1
+    if isinstance(saved, dict) and saved.get("check") == GENERATION_CHECK:
+        cert = certify_generation(impl, saved["case"])
+        passed = cert.verdict == "lossless"
+        return {"passed": passed, "check": GENERATION_CHECK, **cert.to_json()}, cert.summary(), 0 if passed else 1
     cmp = replay(impl, path)
     out = {
         "status": cmp.check.status,

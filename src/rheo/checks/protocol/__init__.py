@@ -1,8 +1,9 @@
 """The protocol room: how the gate talks to an implementation it did not write
 (``rheo gate --impl``). Loading it (``load``), every call watched (``watch``) and made
-(``calls``), what it is given (``inputs``), its answers read strictly (``outputs``), the
-law it is judged against (``judged``: its ``sampler_law`` or docs/spec.md §0's), and the
-supervised worker process it runs in (``worker``). The room may import ``rheo.reference``,
+(``calls``; whole generations in ``generation``), what it is given (``inputs``), its
+answers read strictly (``outputs``), the law it is judged against (``judged``: its
+``sampler_law`` or docs/spec.md §0's), and the supervised worker process it runs in
+(``worker``). The room may import ``rheo.reference``,
 ``rheo.casefile``, ``rheo.checks.outcome`` and ``rheo.checks.parallel``, nothing else of
 ours: every check (``exact``, ``differential``, ``statistics``, ``gate``) builds on it.
 
@@ -47,6 +48,28 @@ Or, for an implementation that runs whole cycles with its own randomness (an eng
     An implementation with ``cycle`` is judged on its cycles only: exact certification
     (its draws followed) and the output law; ``build_tree`` and ``verify`` are not called.
 
+And, for an implementation that runs whole generations (many cycles, with state carried
+from one to the next: a KV cache rolled back to the accepted prefix, an adaptive number of
+draft tokens, the next cycle's root after a bonus or correction token), beside any of the
+above or alone:
+
+``generate(draft_logits, target_logits, config, temperature) -> tokens``
+    draft_logits, target_logits: functions ``paths -> [len(paths), V]`` float64 arrays, the
+                  untruncated, untempered logits at token paths from the START OF THE
+                  GENERATION (its root is ``()``; a cycle's root is the path emitted so far).
+                  Past ``n_tokens - 1`` tokens a path gets the law of its prefix of that
+                  length (tokens after the n-th never count)
+    config:       as above, plus ``n_tokens``: the new tokens to generate (docs/spec.md §8,
+                  default depth + 1); depth, budget, K, ... describe each cycle's draft
+    tokens:       exactly n_tokens integer ids (the first n_tokens the cycles emitted), as a
+                  sequence or a dict with "tokens"
+    An implementation with ``generate`` is judged on its generations too (the single-cycle
+    checks stay as they are when it also has ``build_tree``, ``verify`` or ``cycle``): the
+    law of the n tokens against the target's n-token law p_T, the product of the (judged)
+    target law at each prefix: exactly (its draws followed, ``rheo.checks.exact.generation``)
+    and statistically (``rheo.checks.statistics.generation_law``), on the generation cases
+    (``rheo.checks.cases.generations``) and the user's ``--cases``.
+
 Or, on tensors, batches of requests at once: ``build_tree_batch`` / ``verify_batch``, the
 batched torch protocol (rheo.checks.statistics.batched, where it is documented).
 
@@ -84,6 +107,9 @@ Checks (``rheo.checks.differential.decision_equality.check_decisions``,
   exact sampling from the judged target law to length D+1, against p_T(Seq) on V^(D+1)
   (Pearson chi-square on counts, alpha split over the cases, detectable TV per case:
   "lossless within detectable TV d"). Runs on every implementation.
+- whole generations (``generate`` only): exact certification of every draw on small cases
+  (n_tokens 3 to 5: runs multiply with cycles), then the law of n-token sequences by Pearson
+  chi-square against p_T on V^n_tokens, as for the output law.
 - cycle law (``implements_spec = True`` only): the empirical cycle law against the
   reference's exact law ("same cycle law as the reference within detectable TV d").
 """

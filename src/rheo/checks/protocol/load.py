@@ -1,6 +1,7 @@
 """Loading an implementation: ``--impl package.module:object`` or ``path/to/file.py:object``
 (a class is constructed without arguments), and ``Implementation``, which says what the
-loaded object provides (``build_tree``, ``verify``, ``cycle``, the batched entry points)
+loaded object provides (``build_tree``, ``verify``, ``cycle``, ``generate``, the batched entry
+points)
 and answers ``supports``. Anything that does not give an implementation raises
 ``ImplLoadError`` with one line saying what to give instead.
 """
@@ -55,6 +56,12 @@ class Implementation:
         return callable(getattr(self.obj, "cycle", None))
 
     @property
+    def runs_generations(self) -> bool:
+        """It has ``generate``: whole generations of ``n_tokens`` tokens, its state carried
+        from cycle to cycle (rheo.checks.protocol.generation)."""
+        return callable(getattr(self.obj, "generate", None))
+
+    @property
     def follows_uniforms(self) -> bool:
         return not self.runs_cycles and bool(getattr(self.obj, "follows_uniforms", True))
 
@@ -78,6 +85,12 @@ class Implementation:
             return False
 
     def provides(self) -> str:
+        what = self._provides_cycles()
+        if self.runs_generations:
+            return f"{what} and whole generations" if what else "whole generations"
+        return what
+
+    def _provides_cycles(self) -> str:
         if self.runs_cycles:
             return "whole cycles"
         parts = (("tree builder", self.builds_trees), ("verifier", self.verifies))
@@ -206,9 +219,9 @@ def load_implementation(spec: str) -> Implementation:
                 f"--impl {spec}: constructing {attr} raised {type(e).__name__}: {message_of(e)}"
             ) from None
     impl = Implementation(obj, spec)
-    if not (impl.per_request or impl.batched):
+    if not (impl.per_request or impl.batched or impl.runs_generations):
         raise ImplLoadError(
-            f"--impl: {spec} has none of build_tree, verify, cycle, build_tree_batch, verify_batch (see docs/gate.md, "
-            '"Checking another implementation", for the protocol)'
+            f"--impl: {spec} has none of build_tree, verify, cycle, generate, build_tree_batch, verify_batch (see "
+            'docs/gate.md, "Checking another implementation", for the protocol)'
         )
     return impl

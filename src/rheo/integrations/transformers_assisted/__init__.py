@@ -19,6 +19,11 @@ its code unmodified. Checked with transformers 5.24.0 (docs/transformers.md has 
   first verification (after the second iteration for the generators whose first one only
   prefills).
 
+Whole generations (the protocol's ``generate``: every cycle of one ``generate`` call, the
+caches, the draft-length schedule and the confidence threshold carried between cycles) are
+in ``rheo.integrations.transformers_assisted.generations`` (``AssistedGeneration`` and one
+class per generator).
+
 Glossary (the words of docs/spec.md and of transformers' ``_assisted_decoding``):
 
 - *root*: the token sequence the cycle starts from (the prompt, plus an *anchor* token for
