@@ -42,13 +42,14 @@ class Sizing:
         return self.tv is None and self.time_budget is None
 
     def describe(self) -> str:
-        """E.g. "20000 cycles per case", "sized to detect TV 0.05", "sized to a 60 s budget"."""
+        """E.g. "20000 cycles per case", "cycles per case sized to detect TV 0.05",
+        "cycles per case sized to a 60 s budget", "... to detect TV 0.05 within a 60 s budget"."""
         if self.fixed:
             return f"{self.cycles} cycles per case"
-        parts = [f"sized to detect TV {self.tv:g}"] if self.tv is not None else []
-        if self.time_budget is not None:
-            parts.append(f"a {self.time_budget:g} s time budget")
-        return "cycles per case " + " within ".join(parts) if len(parts) == 2 else "cycles per case " + parts[0]
+        tv = f" to detect TV {self.tv:g}" if self.tv is not None else ""
+        if self.time_budget is None:
+            return f"cycles per case sized{tv}"
+        return f"cycles per case sized{tv} {'within' if tv else 'to'} a {self.time_budget:g} s budget"
 
 
 class Budget:
