@@ -22,7 +22,6 @@ from rheo.checks.gate.report import junit_xml, render
 from rheo.checks.gate.run import gate_verdict, run_checks, summary
 from rheo.checks.gate.supervised import run_impl_checks, run_replay
 from rheo.checks.outcome import PROFILES, QUICK_PREFIX_CYCLES
-from rheo.checks.statistics.sizing import PILOT_CYCLES
 from rheo.checks.protocol.worker import (
     DEFAULT_CALL_TIMEOUT,
     BadReplay,
@@ -30,6 +29,7 @@ from rheo.checks.protocol.worker import (
     LoadFailed,
     NothingMatched,
 )
+from rheo.checks.statistics.sizing import PILOT_CYCLES
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, progress
 from rheo.reference import CaseError
 

@@ -16,8 +16,8 @@ from rheo.checks.gate.fastpath_checks import (
     fast_ties_check,
     real_model_check,
 )
-from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.prefix_law_checks import prefix_law_checks
+from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
 from rheo.checks.statistics.cycle_law import check_cycle_law
@@ -54,8 +54,14 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
 
     def output_law(profile: Profile, progress) -> Outcome:
         return check_output_law(
-            impl, profile.impl_cycles, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress,
-            tv=profile.impl_tv, time_budget=profile.impl_time_budget,
+            impl,
+            profile.impl_cycles,
+            FAMILY_ALPHA,
+            level=profile.matrix,
+            extra_cases=extra,
+            progress=progress,
+            tv=profile.impl_tv,
+            time_budget=profile.impl_time_budget,
         )
 
     def cycle_law(profile: Profile, progress) -> Outcome:

@@ -14,7 +14,9 @@ from rheo.checks.statistics.prefix_law import check_prefix_law
 NAME = "impl: output law, beyond exact reach"
 
 
-def prefix_law_checks(impl: Implementation, extra_cases: list[dict] | None, stem: str, owner: str | None) -> list[Check]:
+def prefix_law_checks(
+    impl: Implementation, extra_cases: list[dict] | None, stem: str, owner: str | None
+) -> list[Check]:
     """The prefix-law check for a per-request implementation (none otherwise): the profile's
     level of ``large_cases`` and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
     case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``."""
