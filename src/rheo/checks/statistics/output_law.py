@@ -124,7 +124,7 @@ def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
     if worst:
         return f"not lossless on {worst['case_name']}"
     if tvs:
-        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+        span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
         return f"lossless on {n} cases, each within detectable TV {span}"
     return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
 

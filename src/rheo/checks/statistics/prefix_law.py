@@ -222,7 +222,7 @@ def check_prefix_law(
         return Outcome("fail", nothing.format(len(data["cases"])), data=data)
     k = len(data["cases"])
     tvs = sorted(c["detectable_tv"] for c in data["cases"].values())
-    span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+    span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
     head = (
         f"not lossless on {worst['case_name']}"
         if worst
