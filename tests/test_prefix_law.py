@@ -115,6 +115,19 @@ def test_prefix_law_fails_skipped_filters_on_a_filtered_large_case():
     assert r.verdict == "fail" and "probability 0" in r.detail, r.detail
 
 
+def test_prefix_law_judges_the_users_case_files_too():
+    """A docs/spec.md §8 case (tables listed, exact arithmetic) runs as --cases gives it, next
+    to a large one; a greedy case (T = 0) has one bin and no TV bound, and says so."""
+    from rheo.checks.cases.matrix import make_case
+
+    small = make_case(("tree", 4, 2, 1, 2, 2, 3, None), "1/2", "top_p", 3)
+    greedy = make_case(("chain", 3, 1, 0, 2, 1, 2, None), "0", "", 4)
+    r = check_prefix_law(Implementation(LoopImplementation(), "loop"), [small, greedy, SMOKE[1]], 300)
+    assert r.verdict == "pass" and len(r.data["cases"]) == 3, r.detail
+    assert f"{greedy['name']}: 300 cycles, first token of one bin (no TV bound)" in r.detail, r.detail
+    assert r.data["cases"][small["name"]]["detectable_tv"] < 0.5
+
+
 def test_prefix_law_counts_unsupported_cases_and_proves_nothing_without_one():
     class NoChains(LoopImplementation):
         def supports(self, config):

@@ -24,6 +24,7 @@ fixed before any cycle runs.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 
 from rheo.checks import parallel
 from rheo.checks.cases.large import is_large, large_instance
-from rheo.checks.outcome import Outcome
+from rheo.checks.outcome import QUICK_PREFIX_CYCLES, Outcome
 from rheo.checks.protocol.calls import impl_cycle
 from rheo.checks.protocol.inputs import law_instance, protocol_config
 from rheo.checks.protocol.judged import judged_instance
@@ -162,8 +163,8 @@ def check_prefix_law(
     (or sized by ``tv`` / ``time_budget``: ``rheo.checks.statistics.sizing``; the first
     token's test is the one sized). Unsupported cases are skipped and counted; fewer than
     one compared case fails ("nothing is proven"). A rejection writes the case, the test,
-    the worst tokens and the seed."""
-    sizing = Sizing(cycles or 2000, tv, time_budget)
+    the worst tokens and the seed. ``cycles`` None: the quick profile's count."""
+    sizing = Sizing(cycles or QUICK_PREFIX_CYCLES, tv, time_budget)
     supported, unsupported = _supported(impl, list(cases))
     data: dict[str, Any] = {
         "seed": seed,
@@ -221,12 +222,15 @@ def check_prefix_law(
     if len(data["cases"]) < STATISTICAL_MIN_CASES:
         return Outcome("fail", nothing.format(len(data["cases"])), data=data)
     k = len(data["cases"])
-    tvs = sorted(c["detectable_tv"] for c in data["cases"].values())
-    span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+    tvs = sorted(c["detectable_tv"] for c in data["cases"].values() if math.isfinite(c["detectable_tv"]))
+    span = "no TV bound (single-bin laws)"
+    if tvs:
+        span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+        span = f"within detectable TV {span}"
     head = (
         f"not lossless on {worst['case_name']}"
         if worst
-        else f"lossless on {k} cases as far as these tests show, the first token within detectable TV {span}"
+        else f"lossless on {k} cases as far as these tests show, the first token {span}"
     )
     detail = (
         f"{head} ({sizing.describe()}, alpha {alpha:.2g} per test, {k} of {len(cases)} cases supported): "
@@ -261,6 +265,8 @@ def _case_line(name: str, n: int, results: list, bad: list) -> str:
     if bad:
         s, _, _, r = bad[0]
         return f"{name}: NOT lossless at the {_what(s)} ({r.describe()}; {n} cycles)"
+    if first.bins < 2:
+        return f"{name}: {n} cycles, first token of one bin (no TV bound){deeper}"
     return f"{name}: {n} cycles, first token within detectable TV {first.detectable_tv:.4f}{deeper}"
 
 
