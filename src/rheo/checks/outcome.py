@@ -68,7 +68,7 @@ PROFILES = {
         impl_exact_search=400,
         impl_batched_cycles=10_000_000,
         impl_large_vocab_cycles=500_000,
-        impl_prefix_cycles=20_000,
+        impl_prefix_cycles=10_000,
     ),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
     "smoke": Profile(
