@@ -204,3 +204,20 @@ def test_prefix_law_sized_by_tv_reaches_it_on_the_first_token():
     alpha = 1e-6 / prefix_law.case_tests(TREE)
     assert r.verdict == "pass" and case["detectable_tv"] <= 0.3 < law_tv(law, case["cycles"] // 2, alpha), r.detail
     assert "sized to detect TV 0.3" in r.detail and case["cycles"] == case["cycles_for_tv"] < 1000
+
+
+def test_the_gate_lists_the_check_for_per_request_implementations_and_a_profile_without_cycles_skips_it():
+    from rheo.checks.gate.prefix_law_checks import prefix_law_checks
+    from rheo.checks.outcome import PROFILES, Profile
+
+    [check] = prefix_law_checks(Implementation(LoopImplementation(), "loop"), None, "loop", None)
+    assert check.name == "impl: output law, beyond exact reach (tree builder and verifier)"
+    assert check.file_stem == "loop-prefix-law"
+    assert check.run(Profile("t", "smoke", 0, False, 0, 0, 0, 0), None).verdict == "skip"
+    assert all(p.impl_prefix_cycles > 0 and p.impl_tv is None and p.impl_time_budget is None for p in PROFILES.values())
+
+    class Batched:
+        def verify_batch(self, *args):
+            raise NotImplementedError
+
+    assert prefix_law_checks(Implementation(Batched(), "b"), None, "b", None) == []

@@ -19,12 +19,15 @@ def prefix_law_checks(
 ) -> list[Check]:
     """The prefix-law check for a per-request implementation (none otherwise): the profile's
     level of ``large_cases`` and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
-    case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``."""
+    case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``; skipped by a profile
+    with none of the three (a ``Profile`` built without them)."""
     if not impl.per_request:
         return []
     extra = list(extra_cases or [])
 
     def run(profile: Profile, progress) -> Outcome:
+        if not profile.impl_prefix_cycles and profile.impl_tv is None and profile.impl_time_budget is None:
+            return Outcome("skip", f"the profile {profile.name!r} sizes no cycles for it (impl_prefix_cycles = 0)")
         return check_prefix_law(
             impl,
             large_cases(0, profile.matrix) + extra,
