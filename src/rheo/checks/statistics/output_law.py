@@ -267,7 +267,8 @@ def check_output_law(
     data["alpha"] = alpha
     lines, worst, differs, seconds, total = [], None, None, 0.0, 0
     index = {name: i for i, (name, _) in enumerate(stat_cases)}
-    sizing, budget = Sizing(cycles, tv, time_budget), Budget(Sizing(cycles, tv, time_budget), len(supported))
+    sizing = Sizing(cycles, tv, time_budget)
+    budget = Budget(sizing, len(supported))
     data["sizing"] = sizing.describe()
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
