@@ -221,3 +221,13 @@ def test_the_gate_lists_the_check_for_per_request_implementations_and_a_profile_
             raise NotImplementedError
 
     assert prefix_law_checks(Implementation(Batched(), "b"), None, "b", None) == []
+
+
+def test_the_output_law_sized_by_tv_reaches_it_on_every_case_and_says_so():
+    from rheo.checks.statistics.output_law import check_output_law
+
+    r = check_output_law(Implementation(LoopImplementation(), "loop"), 50, level="smoke", tv=0.2)
+    assert r.verdict == "pass" and "cycles per case sized to detect TV 0.2 against" in r.detail, r.detail
+    for case in r.data["cases"].values():
+        assert case["sized_by"] == "tv" and case["cycles"] == case["cycles_for_tv"] > 50
+        assert case["detectable_tv"] <= 0.2
