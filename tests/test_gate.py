@@ -255,7 +255,7 @@ def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
     case = hashed_case(3, 4, 1, policy="rheo", K=2, m=0, budget=2, temperature="1/2")
     _write(tmp_path / "good", "my-chain.json", json.dumps(case))
     r = rheo(
-        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law",
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law (",
         "--cases", str(tmp_path / "good"), "--cycles", "300", "--json", "--out", str(tmp_path / "out"),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
