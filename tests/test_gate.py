@@ -168,6 +168,15 @@ def test_junit_xml_marks_failures_and_skips():
         (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "0"], "--cycles: must be a positive integer"),
         (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "-3"], "--cycles: must be a positive integer"),
         (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "many"], "invalid int value"),
+        (["--tv", "0.1"], "--tv: give the implementation too"),
+        (["--time-budget", "60"], "--time-budget: give the implementation too"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--tv", "0"], "--tv: must be a total-variation"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--tv", "2"], "--tv: must be a total-variation"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--tv", "nan"], "--tv: must be a total-variation"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--time-budget", "0"], "--time-budget: must be"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--time-budget", "inf"], "--time-budget: must be"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "9", "--tv", "0.1"], "--cycles fixes"),
+        (["--impl", "examples.loop_impl:LoopImplementation", "--cycles", "9", "--time-budget", "5"], "--cycles fixes"),
         (["--impl", "examples.loop_impl:LoopImplementation", "--cases", "no/such/dir"], "is not a folder"),
         (["--impl", "nocolon"], "--impl"),
         (["--impl", "no_such_module_xyz:Obj"], "cannot import"),
@@ -248,7 +257,7 @@ def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
     case = hashed_case(3, 4, 1, policy="rheo", K=2, m=0, budget=2, temperature="1/2")
     _write(tmp_path / "good", "my-chain.json", json.dumps(case))
     r = rheo(
-        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law",
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law (",
         "--cases", str(tmp_path / "good"), "--cycles", "300", "--json", "--out", str(tmp_path / "out"),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -289,6 +298,7 @@ def test_the_cycle_law_check_is_listed_only_for_implementations_of_the_spec(monk
         "impl: decision equality (tree builder and verifier)",
         "impl: exact certification (tree builder and verifier)",
         "impl: output law (tree builder and verifier)",
+        "impl: output law, beyond exact reach (tree builder and verifier)",
     ]
     spec = gate.impl_checks(Implementation(SpecLoop(), "s"))
     assert [c.name for c in spec][-1] == "impl: cycle law (tree builder and verifier)"
@@ -416,3 +426,27 @@ def test_counterexample_names_for_implementation_files_are_short_and_kept_apart(
     assert two.name.startswith("mine-buggy-x-") and len(two.stem) == len("mine-buggy-x-") + 6
     assert json.loads(one.read_text())["implementation_file"] == str(first.resolve())
     assert json.loads(two.read_text())["implementation_file"] == str(second.resolve())
+
+
+def test_tv_and_time_budget_size_the_output_law_checks_and_the_json_states_what_each_case_reached(tmp_path):
+    """--tv sizes each case to detect that TV (the fewest cycles that do), --time-budget to
+    a pilot's rate; each case's data says its cycles and the detectable TV reached."""
+    r = rheo(
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "beyond exact",
+        "--tv", "0.3", "--json", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [check] = json.loads(r.stdout)["checks"]
+    assert "sized to detect TV 0.3" in check["detail"], check["detail"]
+    for case in check["data"]["cases"].values():
+        assert case["sized_by"] == "tv" and case["cycles"] == case["cycles_for_tv"] and case["detectable_tv"] <= 0.3
+    r = rheo(
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "output law (",
+        "--time-budget", "4", "--json", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    [check] = json.loads(r.stdout)["checks"]
+    assert "sized to a 4 s budget" in check["detail"] and check["seconds"] < 30, check["detail"]
+    for case in check["data"]["cases"].values():
+        assert case["sized_by"] == "time_budget" and case["cycles"] >= 200 and case["pilot_cycles_per_second"] > 0
+        assert 0 < case["detectable_tv"] < 1

@@ -45,8 +45,9 @@ def test_correct_loop_implementation_passes(rheo_checker):
     certification on the smoke matrix and the output law on the smoke spread (4000 cycles per
     case: smaller than the gate's, to keep the test short)."""
     rheo_checker.cycles = 4000
-    rheo_checker.level, rheo_checker.exact_search = "smoke", 0
-    decisions, exact, law = rheo_checker.check(LoopImplementation())
+    rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
+    decisions, exact, law, large = rheo_checker.check(LoopImplementation())
+    assert large.name.startswith("impl: output law, beyond exact reach") and large.verdict == "pass", large.detail
     assert exact.verdict == "pass" and exact.detail.startswith("lossless (exact) on 11 cases"), exact.detail
     assert decisions.data["equal"] >= 150, decisions.detail
     assert decisions.detail.startswith("same decisions as the reference on")
@@ -581,6 +582,7 @@ def test_whole_cycles_are_judged_exactly_and_in_law():
     assert [c.name for c in impl_checks(good)] == [
         "impl: exact certification (whole cycles)",
         "impl: output law (whole cycles)",
+        "impl: output law, beyond exact reach (whole cycles)",
     ]
     case = {**TIED, "K": 1, "depth": 2, "budget": 2, "target_top_k": None, "draft": {"*": ["1/2", "1/4", "1/4"]}}
     assert certify_implementation(good, case).verdict == "lossless"

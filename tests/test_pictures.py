@@ -223,7 +223,7 @@ def test_the_gate_writes_a_picture_beside_each_failing_law(tmp_path):
     """rheo gate --impl on a lossy verifier: the output-law finding's PNG lies beside its
     JSON, the report names it, and --json gives its path."""
     out = tmp_path / "out"
-    argv = ["gate", "--impl", "examples.buggy_impl:ReusedUniform", "--profile", "smoke", "--only", "output law"]
+    argv = ["gate", "--impl", "examples.buggy_impl:ReusedUniform", "--profile", "smoke", "--only", "output law ("]
     code = main([*argv, "--out", str(out), "--json"])
     assert code == 1
     [png] = sorted(out.glob("*.png"))

@@ -93,7 +93,7 @@ def test_batched_shards_are_the_serial_run_s(on_ray):
 def test_rheo_gate_ray_on_a_local_instance_gives_the_serial_verdicts():
     def gate(*extra):
         r = subprocess.run(
-            [sys.executable, "-m", "rheo.cli", "gate", "--profile", "smoke", "--only", "output law"]
+            [sys.executable, "-m", "rheo.cli", "gate", "--profile", "smoke", "--only", "output law ("]
             + ["--impl", "examples.loop_impl:LoopImplementation", "--json", *extra],
             capture_output=True,
             text=True,

@@ -107,7 +107,7 @@ def test_progress_from_inside_a_check_reaches_the_gate_through_the_worker(tmp_pa
     silent. stdout stays one JSON object."""
     from rheo.cli import main
 
-    argv = ["gate", "--impl", "examples.loop_impl:LoopImplementation", "--only", "output law"]
+    argv = ["gate", "--impl", "examples.loop_impl:LoopImplementation", "--only", "output law ("]
     code = main([*argv, "--profile", "smoke", "--cycles", "25000", "--out", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
     assert code == 0 and json.loads(out)["passed"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
+QUICK_PREFIX_CYCLES = 2_000  # the prefix law's cycles per large case in the quick profile
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Profile:
     impl_exact_search: int = 0  # exact certification: small cases Hypothesis searches after the matrix
     impl_batched_cycles: int = 0  # batched protocol: output-law cycles per case (rheo gate --cycles)
     impl_large_vocab_cycles: int = 0  # batched protocol: cycles of the V = 32,000 first/second-token check
+    impl_prefix_cycles: int = 0  # prefix law (cases beyond exact reach): cycles per case (rheo gate --cycles)
+    impl_tv: float | None = None  # rheo gate --tv: statistical cases sized to detect this TV (None: fixed cycles)
+    impl_time_budget: float | None = None  # rheo gate --time-budget: seconds per statistical check (None: none)
 
 
 PROFILES = {
@@ -47,6 +51,7 @@ PROFILES = {
         impl_exact_search=40,
         impl_batched_cycles=1_000_000,
         impl_large_vocab_cycles=20_000,
+        impl_prefix_cycles=QUICK_PREFIX_CYCLES,
     ),
     "deep": Profile(
         "deep",
@@ -63,6 +68,7 @@ PROFILES = {
         impl_exact_search=400,
         impl_batched_cycles=10_000_000,
         impl_large_vocab_cycles=500_000,
+        impl_prefix_cycles=10_000,
     ),
     # toy sizes: every check runs in seconds. For testing rheo itself; it is not evidence.
     "smoke": Profile(
@@ -77,6 +83,7 @@ PROFILES = {
         impl_min_compared=3,
         impl_batched_cycles=20_000,
         impl_large_vocab_cycles=2_000,
+        impl_prefix_cycles=300,
     ),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases

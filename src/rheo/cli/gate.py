@@ -21,7 +21,7 @@ from rheo.checks.gate.checklist import gate_checks
 from rheo.checks.gate.report import junit_xml, render
 from rheo.checks.gate.run import gate_verdict, run_checks, summary
 from rheo.checks.gate.supervised import run_impl_checks, run_replay
-from rheo.checks.outcome import PROFILES
+from rheo.checks.outcome import PROFILES, QUICK_PREFIX_CYCLES
 from rheo.checks.protocol.worker import (
     DEFAULT_CALL_TIMEOUT,
     BadReplay,
@@ -29,6 +29,7 @@ from rheo.checks.protocol.worker import (
     LoadFailed,
     NothingMatched,
 )
+from rheo.checks.statistics.sizing import PILOT_CYCLES
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, progress
 from rheo.reference import CaseError
 
@@ -60,6 +61,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  output law        losslessness: its outputs, continued by exact target sampling to\n"
         "                    length D+1, against p_T on V^(D+1) (chi-square, detectable TV per\n"
         "                    case; against its own sampler_law if it declares one); --cases adds yours\n"
+        "  output law, beyond exact reach\n"
+        "                    the same on cases too large for that (V up to 1,024, depth up to 6,\n"
+        "                    budgets up to 60): the first token's law and the next token's at\n"
+        "                    frequent prefixes, each a chi-square with its own detectable TV\n"
         "  cycle law         only with implements_spec = True: its cycle law equals the reference's\n"
         "  output law, batched / large vocabulary, batched\n"
         "                    with build_tree_batch / verify_batch (torch tensors, on its device):\n"
@@ -82,6 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
         "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
         "  rheo gate --impl path/to/my_engine.py:Engine --cases my_cases/ --cycles 50000\n"
+        "  rheo gate --impl examples.loop_impl:LoopImplementation --only 'output law' --tv 0.05\n"
+        "  rheo gate --impl path/to/my_engine.py:Engine --time-budget 120  # ~2 min per output-law check\n"
         "  rheo gate --impl examples.buggy_impl:TokenTieBreak \\\n"
         "      --replay rheo-gate/examples-buggy-impl-tokentiebreak-decision-equality.json",
     )
@@ -110,7 +117,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         type=int,
         help="with --impl: cycles per case of the statistical checks (default: the profile's; quick 20000, "
-        "1000000 through the batched protocol)",
+        f"{QUICK_PREFIX_CYCLES} beyond exact reach, 1000000 through the batched protocol); or size them with "
+        "--tv / --time-budget",
+    )
+    gate.add_argument(
+        "--tv",
+        metavar="D",
+        type=float,
+        help="with --impl: size each case of the output-law checks (the output law and the one beyond exact "
+        "reach) to detect a total-variation distance of D from the judged law with power 0.99: the fewest "
+        "cycles whose chi-square, at its alpha, rejects every law at TV >= D that often (D in (0, 1); halving "
+        "D takes about 4x the cycles). Each case reports the TV it reached",
+    )
+    gate.add_argument(
+        "--time-budget",
+        metavar="SECONDS",
+        type=float,
+        help="with --impl: give each output-law check about SECONDS (each case its share of what is left): a "
+        f"pilot of {PILOT_CYCLES} cycles measures the rate, then as many cycles as the rest affords. With --tv, "
+        "the smaller count of the two (the report says whether D was reached). --timeout still bounds the run",
     )
     gate.add_argument(
         "--ray",
@@ -177,16 +202,36 @@ def _positive(name: str, value: float | None) -> str | None:
     return None
 
 
+def _sizing_problem(args) -> str | None:
+    """Why --tv / --time-budget cannot be used as given (None: fine)."""
+    if args.tv is not None and not (math.isfinite(args.tv) and 0 < args.tv < 1):
+        return f"--tv: must be a total-variation distance strictly between 0 and 1 (e.g. 0.05), got {args.tv}"
+    problem = _positive("time-budget", args.time_budget)
+    if problem:
+        return problem
+    if args.cycles is not None and (args.tv is not None or args.time_budget is not None):
+        return "--cycles fixes the cycles per case; --tv and --time-budget size them instead: give one or the other"
+    return None
+
+
 def cmd_gate(args) -> int:
-    for flag in ("replay", "cases", "cycles", "call_timeout", "timeout", "memory_limit"):
+    for flag in ("replay", "cases", "cycles", "tv", "time_budget", "call_timeout", "timeout", "memory_limit"):
         if getattr(args, flag) is not None and args.impl is None:
             return fail(f"--{flag.replace('_', '-')}: give the implementation too (--impl MODULE:OBJECT)")
     if args.replay is not None and (
-        args.junit or args.only or args.profile or args.strict or args.cases or args.cycles or args.ray
+        args.junit
+        or args.only
+        or args.profile
+        or args.strict
+        or args.cases
+        or args.cycles
+        or args.ray
+        or args.tv is not None
+        or args.time_budget is not None
     ):
         return fail(
-            "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases, --cycles and "
-            "--ray do not apply to it"
+            "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases, --cycles, "
+            "--tv, --time-budget and --ray do not apply to it"
         )
     args.profile = args.profile or "quick"
     for name in ("call-timeout", "timeout", "memory-limit"):
@@ -198,6 +243,9 @@ def cmd_gate(args) -> int:
         return fail(problem)
     if args.cycles is not None and args.cycles < 1:
         return fail(f"--cycles: must be a positive integer, got {args.cycles}")
+    problem = _sizing_problem(args)
+    if problem:
+        return fail(problem)
     if args.impl is not None and (":" not in args.impl or not all(args.impl.rsplit(":", 1))):
         return fail(
             f"--impl: expected MODULE:OBJECT or path/to/file.py:OBJECT "
@@ -237,7 +285,10 @@ def cmd_gate(args) -> int:
 def _run_gate(args, limits: Limits, extra_cases) -> int:
     profile = PROFILES[args.profile]
     if args.cycles is not None:
-        profile = dataclasses.replace(profile, impl_cycles=args.cycles, impl_batched_cycles=args.cycles)
+        profile = dataclasses.replace(
+            profile, impl_cycles=args.cycles, impl_batched_cycles=args.cycles, impl_prefix_cycles=args.cycles
+        )
+    profile = dataclasses.replace(profile, impl_tv=args.tv, impl_time_budget=args.time_budget)
     provides = ""
     if args.impl is not None:
         if args.replay:

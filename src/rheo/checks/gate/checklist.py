@@ -17,6 +17,7 @@ from rheo.checks.gate.fastpath_checks import (
     real_model_check,
 )
 from rheo.checks.gate.generation_checks import generation_checks
+from rheo.checks.gate.prefix_law_checks import prefix_law_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
@@ -88,7 +89,14 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         if sel.greedy_only and not extra:
             return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])
         outcome = check_output_law(
-            impl, profile.impl_cycles, FAMILY_ALPHA, cases=sel.cases, extra_cases=extra, progress=progress
+            impl,
+            profile.impl_cycles,
+            FAMILY_ALPHA,
+            cases=sel.cases,
+            extra_cases=extra,
+            progress=progress,
+            tv=profile.impl_tv,
+            time_budget=profile.impl_time_budget,
         )
         return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 
@@ -154,6 +162,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         Check(f"impl: exact certification ({what})", "implementation", exact, file_stem=f"{stem}-exact", owner=owner),
         Check(f"impl: output law ({what})", "implementation", output_law, file_stem=f"{stem}-output-law", owner=owner),
     ]
+    checks += prefix_law_checks(impl, extra, stem, owner)
     if impl.implements_spec:
         checks.append(
             Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law", owner=owner)

@@ -40,7 +40,8 @@ class RheoChecker:
     Settings, as attributes: ``level`` ("smoke" | "quick" | "deep": the level of the cases
     drawn from what the implementation supports, rheo.checks.cases.space), ``cycles`` (per output- and cycle-law case),
     ``examples`` (decision-equality examples), ``exact_search`` (small cases searched after
-    the exact matrix), ``out_dir`` (where ``check`` writes counterexample files)."""
+    the exact matrix), ``prefix_cycles`` (per large case of the output law beyond exact
+    reach), ``out_dir`` (where ``check`` writes counterexample files)."""
 
     def __init__(
         self, out_dir, examples: int = 300, cycles: int = 20_000, level: str = "quick", exact_search: int = 40
@@ -50,6 +51,7 @@ class RheoChecker:
         self.cycles = cycles
         self.level = level  # rheo.checks.cases.matrix level: exact certification's matrix, the output law's spread
         self.exact_search = exact_search  # small cases Hypothesis searches after it
+        self.prefix_cycles = PROFILES["quick"].impl_prefix_cycles  # per large case (rheo.checks.cases.large)
 
     @staticmethod
     def _impl(impl):
@@ -88,6 +90,7 @@ class RheoChecker:
             impl_examples=self.examples,
             impl_cycles=self.cycles,
             impl_exact_search=self.exact_search,
+            impl_prefix_cycles=self.prefix_cycles,
         )
         results = run_checks(impl_checks(impl), profile, self.out_dir)
         failed = [r for r in results if r.verdict == "fail"]

@@ -17,6 +17,7 @@ Specification: docs/spec.md §5 (the exact laws the counts are tested against).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,3 +99,65 @@ def gof(counts: dict, law: dict, alpha: float, power: float = 0.99) -> GofResult
     return GofResult(
         n, len(groups), merged, stat, pv, alpha, impossible, detectable_tv(n, len(groups) - 1, alpha, power)
     )
+
+
+def _noncentrality(df: int, alpha: float, power: float) -> float:
+    """The noncentrality lambda at which the chi-square test on ``df`` degrees of freedom
+    rejects with probability ``power``: detectable_tv(n, df) = sqrt(lambda / (4 n))."""
+    crit = stats.chi2.isf(alpha, df)
+
+    def gap(lam):
+        return stats.ncx2.sf(crit, df, lam) - power
+
+    hi = 1.0
+    while gap(hi) < 0:
+        hi *= 2
+    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-9, rtol=1e-12))
+
+
+def law_tv(probs: np.ndarray, n: int, alpha: float, power: float = 0.99) -> float:
+    """``detectable_tv`` of ``gof`` with ``n`` samples of the law ``probs`` (its bins merged
+    at n as ``gof`` merges them)."""
+    return detectable_tv(n, len(merge_bins(n * probs)) - 1, alpha, power)
+
+
+def cycles_for_tv(law: dict | np.ndarray, tv: float, alpha: float, power: float = 0.99) -> int:
+    """The fewest samples n at which ``gof`` against ``law`` (outcome -> probability, or a
+    probability vector) detects every alternative at TV ``tv`` with ``power``: the inverse
+    of ``detectable_tv``. Found iteratively, since the bins (merged where n p < 5), hence the
+    degrees of freedom, depend on n: n = lambda(df) / (4 tv^2) for the df at n, until the df
+    stays put, then the smallest n below that still reaches ``tv``. Raises ValueError for a
+    law with fewer than two outcomes of positive mass (one bin: no TV is ever detectable).
+
+    >>> n = cycles_for_tv({"a": 0.5, "b": 0.5}, 0.05, alpha=1e-6)
+    >>> detectable_tv(n, 1, 1e-6) <= 0.05 < detectable_tv(n - 1, 1, 1e-6)
+    True
+    """
+    if not 0 < tv <= 1:
+        raise ValueError(f"tv must be in (0, 1], got {tv}")
+    p = np.array(list(law.values()) if isinstance(law, dict) else law, dtype=np.float64)
+    p = p[p > 0]
+    if len(p) < 2:
+        raise ValueError("a law with fewer than two outcomes of positive mass has one bin: no TV is detectable")
+    p = p / p.sum()
+
+    def reaches(n: int) -> bool:
+        return law_tv(p, n, alpha, power) <= tv
+
+    n = 10
+    for _ in range(100):  # the df grows with n and n with the df: a few rounds settle it
+        df = max(len(merge_bins(n * p)) - 1, 1)
+        nxt = math.ceil(_noncentrality(df, alpha, power) / (4 * tv * tv))
+        if nxt == n:
+            break
+        n = nxt
+    while not reaches(n):  # the df at n may exceed the one n was computed for
+        n = math.ceil(n * 1.02) + 1
+    lo, hi = 1, n  # the smallest n that reaches tv, if the reach is monotone near it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi

@@ -25,11 +25,13 @@ from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import GofResult, gof
+from rheo.checks.statistics.sizing import Budget, Sizing, sized_counts
 from rheo.progress import Meter
 from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
 
 STATISTICAL_MIN_CASES = 1  # a statistical check with fewer supported cases proves nothing
+PART_OFFSET = 100_000  # a sized case's second run (after the pilot) seeds as case index + this
 
 
 def sequence_law(inst: Instance) -> dict[tuple, float]:
@@ -122,7 +124,7 @@ def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
     if worst:
         return f"not lossless on {worst['case_name']}"
     if tvs:
-        span = f"{tvs[0]:.4f}" if tvs[0] == tvs[-1] else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
+        span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
         return f"lossless on {n} cases, each within detectable TV {span}"
     return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
 
@@ -226,6 +228,8 @@ def check_output_law(
     counted: Callable[..., Counter] | None = None,
     check: str = "output law",
     data_extra: dict | None = None,
+    tv: float | None = None,
+    time_budget: float | None = None,
 ) -> Outcome:
     """Losslessness, statistically (docs/spec.md §5): on ``cases`` (default
     ``output_law_cases(level)``; the gate passes the covering set of what the implementation
@@ -239,7 +243,9 @@ def check_output_law(
 
     ``counted(impl, name, case, judged, cycles, seed, case_index, progress)`` gives one
     case's continued counts (default ``per_request_counts``; the batched check passes its
-    own, rheo.checks.statistics.batched), ``check`` names the check in counterexample files."""
+    own, rheo.checks.statistics.batched), ``check`` names the check in counterexample files.
+    ``tv`` / ``time_budget`` size each case's cycles instead (``rheo.checks.statistics.sizing``:
+    the fewest that detect TV ``tv``, or the case's share of ``time_budget`` seconds)."""
     counted = counted or per_request_counts
     stat_cases = _named((output_law_cases(level) if cases is None else list(cases)) + list(extra_cases))
     supported, unsupported = _supported_cases(impl, stat_cases)
@@ -262,14 +268,22 @@ def check_output_law(
         )
     alpha = family_alpha / len(supported)
     data["alpha"] = alpha
-    lines, worst, differs, seconds = [], None, None, 0.0
+    lines, worst, differs, seconds, total = [], None, None, 0.0, 0
     index = {name: i for i, (name, _) in enumerate(stat_cases)}
+    sizing = Sizing(cycles, tv, time_budget)
+    budget = Budget(sizing, len(supported))
+    data["sizing"] = sizing.describe()
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
         t0 = time.perf_counter()
+        share = budget.share()
         try:
             law = sequence_law(judged)
-            counts = counted(impl, name, case, judged, cycles, seed, index[name], progress)
+
+            def run(n: int, part: int, name=name, case=case, judged=judged) -> Counter:  # part 1: the rest's seeds
+                return counted(impl, name, case, judged, n, seed, index[name] + PART_OFFSET * part, progress)
+
+            counts, how = sized_counts(run, sizing, share, law, alpha)
             gap = sampler_law_difference(judged)
         except NotImplementedError:
             unsupported.append(name)
@@ -280,7 +294,8 @@ def check_output_law(
             return Outcome("fail", detail, {**payload, "difference": str(e), "seed": seed}, data)
         seconds += time.perf_counter() - t0
         res = gof(counts, law, alpha)
-        data["cases"][name] = {**gof_json(res), "seconds": time.perf_counter() - t0}
+        total += res.n
+        data["cases"][name] = {**gof_json(res), "cycles": res.n, **how, "seconds": time.perf_counter() - t0}
         lines.append(law_line(name, res, "lossless", "NOT lossless"))
         if gap is not None and (differs is None or gap[0] > differs["max_abs_difference"]):
             differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
@@ -299,11 +314,11 @@ def check_output_law(
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
     n, head = len(data["cases"]), law_head(data["cases"], worst, cycles)
-    data["cycles_per_second"] = n * cycles / seconds if seconds > 0 else None
+    data["cycles_per_second"] = total / seconds if seconds > 0 else None
     rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
     rate += f" on {data['device']}" if rate and "device" in data else ""
     detail = (
-        f"{head} ({cycles} cycles per case against {judge}, alpha {alpha:.2g} per case, "
+        f"{head} ({sizing.describe()} against {judge}, alpha {alpha:.2g} per case, "
         f"{n} of {len(stat_cases)} cases supported, minimum {min_cases}{rate}): " + "; ".join(lines)
     )
     if unsupported:

@@ -1,0 +1,42 @@
+"""The gate's check of an ``--impl`` implementation on statistical cases beyond exact reach
+(``rheo.checks.cases.large``: V 16 to 1,024, depth 3 to 6, K up to 8, budgets up to 60),
+judged by the first token's law and the conditional laws at frequent prefixes
+(``rheo.checks.statistics.prefix_law``), plus the user's ``--cases``.
+"""
+
+from __future__ import annotations
+
+from rheo.checks.cases.large import large_cases
+from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.protocol.load import Implementation
+from rheo.checks.statistics.prefix_law import check_prefix_law
+
+NAME = "impl: output law, beyond exact reach"
+
+
+def prefix_law_checks(
+    impl: Implementation, extra_cases: list[dict] | None, stem: str, owner: str | None
+) -> list[Check]:
+    """The prefix-law check for a per-request implementation (none otherwise): the profile's
+    level of ``large_cases`` and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
+    case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``; skipped by a profile
+    with none of the three (a ``Profile`` built without them)."""
+    if not impl.per_request:
+        return []
+    extra = list(extra_cases or [])
+
+    def run(profile: Profile, progress) -> Outcome:
+        if not profile.impl_prefix_cycles and profile.impl_tv is None and profile.impl_time_budget is None:
+            return Outcome("skip", f"the profile {profile.name!r} sizes no cycles for it (impl_prefix_cycles = 0)")
+        return check_prefix_law(
+            impl,
+            large_cases(0, profile.matrix) + extra,
+            profile.impl_prefix_cycles,
+            tv=profile.impl_tv,
+            time_budget=profile.impl_time_budget,
+            family_alpha=FAMILY_ALPHA,
+            progress=progress,
+        )
+
+    what = impl.provides()
+    return [Check(f"{NAME} ({what})", "implementation", run, file_stem=f"{stem}-prefix-law", owner=owner)]
