@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from rheo.checks.cases.space import Selection, dimensions
 from rheo.reference.instance import Instance, Table
 from rheo.reference.params import Params, Prefix
 
@@ -117,6 +118,70 @@ def large_cases(seed: int = 0, level: str = "quick") -> list[dict[str, Any]]:
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     return [large_case(ALL[i], seed * 1000 + i) for i in LEVELS[level]]
+
+
+POOL_TEMPERATURES = ("0.5", "1", "1.5")  # with each case's own: below 1, 1 and above 1 for every shape
+LARGE_DIMS = ("policy", "K", "m", "depth", "beam", "temperature", "target filters", "draft_top_k")
+
+
+def large_pool(seed: int = 0) -> list[dict[str, Any]]:
+    """The candidates ``select_large`` asks ``supports`` over: every case of ``ALL`` at its
+    own temperature and at 0.5, 1 and 1.5, with each target filter off, alone and together,
+    draft_top_k off and on (V / 16, at least K), and every chain also as a greedy-draft chain
+    (policy topk, K = 1). The tables of case i are those of ``large_cases`` at every
+    variant."""
+    out = []
+    for i, spec in enumerate(ALL):
+        shapes = [spec] + ([("topk",) + spec[1:]] if spec[0] == "chain" else [])
+        for shape in shapes:
+            dtks = {shape[7], None, max(shape[2], shape[1] // 16)}
+            for t in dict.fromkeys((shape[8], *POOL_TEMPERATURES)):
+                for f in FILTERS:
+                    for dtk in sorted(dtks, key=lambda x: -1 if x is None else x):
+                        variant = shape[:7] + (dtk, t, f) + shape[10:]
+                        out.append(large_case(variant, seed * 1000 + i))  # type: ignore[arg-type]
+    return out
+
+
+def _gain(case: dict[str, Any], covered: set[tuple[str, str]]) -> int:
+    return len({(d, v) for d, v in dimensions(case).items() if d in LARGE_DIMS} - covered)
+
+
+def _large_cost(case: dict[str, Any]) -> int:
+    return int(case["vocab_size"]) * int(case["budget"]) * int(case["depth"])
+
+
+def select_large(supports, level: str, seed: int = 0) -> Selection:
+    """The large cases of ``level`` (``large_cases``) that ``supports`` accepts, then, up to
+    the level's count, the supported candidates of ``large_pool`` that cover values of
+    ``LARGE_DIMS`` not yet covered (cheapest first): an implementation of a slice gets its
+    slice's large cases. The same seed gives the same cases."""
+    start = large_cases(seed, level)
+    quota = len(start)
+    pool = large_pool(seed)
+    answers = [bool(supports(c)) for c in pool]
+    supported: dict[str, set[str]] = {d: set() for d in LARGE_DIMS}
+    everything: dict[str, set[str]] = {d: set() for d in LARGE_DIMS}
+    for case, ok in zip(pool, answers):
+        for d, v in dimensions(case).items():
+            if d in everything:
+                everything[d].add(v)
+                if ok:
+                    supported[d].add(v)
+    chosen = [c for c in start if supports(c)]
+    names = {c["name"] for c in chosen}
+    covered = {(d, v) for c in chosen for d, v in dimensions(c).items() if d in LARGE_DIMS}
+    remaining = [c for c, ok in zip(pool, answers) if ok and c["name"] not in names]
+    while len(chosen) < quota and remaining:
+        best = min(remaining, key=lambda c: (-_gain(c, covered), _large_cost(c), c["name"]))
+        remaining = [c for c in remaining if c["name"] != best["name"]]
+        chosen.append(best)
+        covered |= {(d, v) for d, v in dimensions(best).items() if d in LARGE_DIMS}
+    limited = [d for d in LARGE_DIMS if len(supported[d]) == 1 and len(everything[d]) > 1]
+    refused = {d: everything[d] - supported[d] for d in LARGE_DIMS}
+    return Selection(
+        chosen, "beyond exact reach", quota, supported, refused, len(pool), sum(answers), limited, dims=LARGE_DIMS
+    )
 
 
 def is_large(case: dict[str, Any]) -> bool:

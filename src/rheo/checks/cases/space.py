@@ -257,18 +257,18 @@ class Selection:
     supported_configs: int  # of them supported
     limited_by: list[str] = field(default_factory=list)  # dimensions with one supported value of several
     greedy_only: bool = False  # every supported candidate has T = 0
+    dims: tuple[str, ...] = DIMENSIONS  # the dimensions reported
 
     def coverage(self, compared: Iterable[dict] | None = None) -> dict[str, dict[str, list[str]]]:
-        """Per dimension: the values ``covered`` by ``compared`` (default: every chosen
-        case), ``supported`` and ``refused``, in ``VALUES`` order."""
-        covered: dict[str, set[str]] = {d: set() for d in DIMENSIONS}
+        """Per dimension (of ``dims``): the values ``covered`` by ``compared`` (default:
+        every chosen case), ``supported`` and ``refused``, in ``VALUES`` order (a value
+        outside it, such as a large case's K = 8, after them in numeric order)."""
+        covered: dict[str, set[str]] = {d: set() for d in self.dims}
         for case in self.cases if compared is None else compared:
             for d, v in dimensions(case).items():
-                covered[d].add(v)
-        return {
-            d: {k: [v for v in VALUES[d] if v in s] for k, s in (("covered", covered[d]), *self._sides(d))}
-            for d in DIMENSIONS
-        }
+                if d in covered:
+                    covered[d].add(v)
+        return {d: {k: ordered(d, s) for k, s in (("covered", covered[d]), *self._sides(d))} for d in self.dims}
 
     def _sides(self, d: str) -> tuple[tuple[str, set[str]], ...]:
         return (("supported", self.supported[d]), ("refused", self.refused[d]))
@@ -283,6 +283,13 @@ class Selection:
             dims = ", ".join(f"{d} (only {', '.join(sorted(self.supported[d]))})" for d in self.limited_by)
             return f"{why}: the supported space is smaller, limited by {dims}"
         return f"{why}: the implementation supports {self.supported_configs} of {self.candidates} configurations"
+
+
+def ordered(dim: str, values: Iterable[str]) -> list[str]:
+    """``values`` in ``VALUES[dim]`` order, then any others in numeric order."""
+    known = VALUES.get(dim, ())
+    rest = sorted((v for v in set(values) if v not in known), key=lambda v: (len(v), v))
+    return [v for v in known if v in values] + rest
 
 
 def _pairs(dims: dict[str, str]) -> set[tuple[str, str, str, str]]:

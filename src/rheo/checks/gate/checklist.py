@@ -6,9 +6,9 @@ provides).
 from __future__ import annotations
 
 from rheo.checks.cases.corpus import CONTROLS
-from rheo.checks.cases.space import Selection, select
 from rheo.checks.differential.decision_equality import check_decisions
 from rheo.checks.exact.check import check_exact
+from rheo.checks.gate.coverage import GREEDY_ONLY, supported_cases, with_coverage
 from rheo.checks.gate.fastpath_checks import (
     fast_calibration_check,
     fast_cycle_law_check,
@@ -21,8 +21,6 @@ from rheo.checks.gate.prefix_law_checks import prefix_law_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
-from rheo.checks.protocol.inputs import case_config
-from rheo.checks.protocol.load import Implementation
 from rheo.checks.statistics.cycle_law import check_cycle_law
 from rheo.checks.statistics.output_law import check_output_law
 
@@ -35,35 +33,6 @@ def gate_checks(profile: Profile | None = None) -> list[Check]:
     if profile is not None and profile.real_first:
         checks.append(real_model_check())
     return checks
-
-
-def supported_cases(impl: Implementation, purpose: str, level: str) -> Selection:
-    """The covering set of cases for one check ("exact" or "statistical";
-    ``rheo.checks.cases.space``), drawn from the configurations ``impl`` supports, at the
-    matrix ``level``."""
-    return select(lambda case: impl.supports(case_config(case)), purpose, level)
-
-
-def with_coverage(outcome: Outcome, sel: Selection, cases: list[dict], compared: list[str]) -> Outcome:
-    """``outcome`` with its ``coverage`` (per dimension: covered by the ``compared`` case
-    names, supported, refused) and the selection's quota, and the shortfall named in its
-    detail when fewer than the quota were compared."""
-    by_name = {c.get("name"): c for c in cases}
-    done = [by_name[n] for n in compared if n in by_name]
-    outcome.data["coverage"] = sel.coverage(done)
-    outcome.data["quota"] = sel.quota
-    outcome.data["configurations"] = {"asked": sel.candidates, "supported": sel.supported_configs}
-    short = sel.shortfall(len(done))
-    if short:
-        outcome.data["shortfall"] = short
-        outcome.detail += f" [{short}]"
-    return outcome
-
-
-GREEDY_ONLY = (
-    "not applicable: greedy only (every configuration it supports has T = 0, where a cycle's law is a point "
-    "mass: exact certification decides alone)"
-)
 
 
 def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:

@@ -6,8 +6,10 @@ judged by the first token's law and the conditional laws at frequent prefixes
 
 from __future__ import annotations
 
-from rheo.checks.cases.large import large_cases
+from rheo.checks.cases.large import select_large
+from rheo.checks.gate.coverage import GREEDY_ONLY, supported_cases, with_coverage
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.protocol.inputs import case_config
 from rheo.checks.protocol.load import Implementation
 from rheo.checks.statistics.prefix_law import check_prefix_law
 
@@ -17,8 +19,9 @@ NAME = "impl: output law, beyond exact reach"
 def prefix_law_checks(
     impl: Implementation, extra_cases: list[dict] | None, stem: str, owner: str | None
 ) -> list[Check]:
-    """The prefix-law check for a per-request implementation (none otherwise): the profile's
-    level of ``large_cases`` and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
+    """The prefix-law check for a per-request implementation (none otherwise): the large
+    cases of the profile's level it supports (``select_large``: the level's cases, or others
+    of the same size from its slice) and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
     case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``; skipped by a profile
     with none of the three (a ``Profile`` built without them)."""
     if not impl.per_request:
@@ -28,15 +31,25 @@ def prefix_law_checks(
     def run(profile: Profile, progress) -> Outcome:
         if not profile.impl_prefix_cycles and profile.impl_tv is None and profile.impl_time_budget is None:
             return Outcome("skip", f"the profile {profile.name!r} sizes no cycles for it (impl_prefix_cycles = 0)")
-        return check_prefix_law(
+        sel = select_large(lambda case: impl.supports(case_config(case)), profile.matrix)
+        if not sel.cases and not extra:
+            if supported_cases(impl, "statistical", profile.matrix).greedy_only:
+                return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])
+            why = (
+                f"not applicable: it supports none of the {sel.candidates} configurations beyond exact reach "
+                "(V 16 to 1,024, depth 3 to 6; rheo.checks.cases.large)"
+            )
+            return with_coverage(Outcome("skip", why, data={"applicable": False}), sel, [], [])
+        outcome = check_prefix_law(
             impl,
-            large_cases(0, profile.matrix) + extra,
+            sel.cases + extra,
             profile.impl_prefix_cycles,
             tv=profile.impl_tv,
             time_budget=profile.impl_time_budget,
             family_alpha=FAMILY_ALPHA,
             progress=progress,
         )
+        return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 
     what = impl.provides()
     return [Check(f"{NAME} ({what})", "implementation", run, file_stem=f"{stem}-prefix-law", owner=owner)]
