@@ -6,6 +6,7 @@ calls; the output law continued to length D+1 against p_T (``rheo.reference.cert
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
@@ -18,12 +19,20 @@ import numpy as np
 
 from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
-from rheo.checks.exact.tracer import RunCap, Trace, Unsupported, enumerate_runs, intercepted, probe_runs
+from rheo.checks.exact.tracer import METHODS, RunCap, Trace, Unsupported, enumerate_runs, intercepted, probe_runs
 from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_verify
-from rheo.checks.protocol.inputs import KIND_NAMES, law_instance, protocol_config, reference_tree
+from rheo.checks.protocol.inputs import (
+    KIND_NAMES,
+    law_instance,
+    protocol_config,
+    protocol_uniforms,
+    reference_tree,
+    target_logits,
+)
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation
-from rheo.checks.protocol.outputs import BadOutput
+from rheo.checks.protocol.outputs import BadOutput, read_result
+from rheo.checks.protocol.watch import watched
 from rheo.reference import Uniforms, enumerate_choices
 from rheo.reference.certify import max_deviation
 from rheo.reference.instance import Instance
@@ -87,7 +96,9 @@ def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -
     return out
 
 
-def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng) -> tuple[dict, int]:
+def _tree_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
+) -> tuple[dict, int]:
     """{tree key: (probability, tree dict)} and the lowest precision compared."""
     trees: dict[tuple, list] = {}
     bits = 53
@@ -122,7 +133,7 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
     seen: dict[tuple, tuple] = {}
     runs = [0]
     for leaf in enumerate_runs(
-        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method
     ):
         add(leaf.prob, leaf.result, leaf.prob_backend)
         seen[leaf.script] = _tree_key(leaf.result)
@@ -134,6 +145,7 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
         int(rng.integers(2**31)),
         PROBES,
         (impl.obj,),
+        method,
     ):
         if seen.get(script) != _tree_key(t):
             raise Unsupported(
@@ -143,8 +155,30 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
     return trees, bits
 
 
+def _verifier(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> Callable[[], tuple]:
+    """``call_verify(impl, inst, tree, uniforms)`` for every run of one enumeration: the
+    target logits and the other inputs made once, and each call given its own copies (the
+    tree's columns are shared, as there)."""
+    nodes = {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")}
+    logits, config = target_logits(inst, tree["paths"]), protocol_config(inst)
+    temperature, u = inst.config.temperature.value, protocol_uniforms(uniforms)
+
+    def call() -> tuple:
+        args = (dict(nodes), logits.copy(), copy.deepcopy(config), temperature, {k: v.copy() for k, v in u.items()})
+        return read_result(watched("verify", inst, impl.obj.verify, *args), tree, inst.n)
+
+    return call
+
+
 def _walk_law(
-    impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int
+    impl: Implementation,
+    inst: Instance,
+    tree: dict,
+    roots: list[str],
+    counter: CallCounter,
+    rng,
+    probes: int,
+    method: str,
 ) -> tuple[dict, dict, int]:
     """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
     uniform on its generator's grid (the backend law), and the lowest precision compared."""
@@ -174,9 +208,8 @@ def _walk_law(
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    for leaf in enumerate_runs(
-        lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
-    ):
+    run = _verifier(impl, inst, tree, fixed) if method == "fast" else lambda: call_verify(impl, inst, tree, fixed)
+    for leaf in enumerate_runs(run, roots, counter.cap - counter.runs, runs, (impl.obj,), method):
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
@@ -188,6 +221,7 @@ def _walk_law(
         int(rng.integers(2**31)),
         probes,
         (impl.obj,),
+        method,
     ):
         if seen.get(script) != out:
             raise Unsupported(
@@ -198,7 +232,7 @@ def _walk_law(
 
 
 def _cycle_law(
-    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
 ) -> tuple[dict, dict, int]:
     """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
     backend law beside it, and the lowest precision compared: every run of its intercepted
@@ -208,13 +242,15 @@ def _cycle_law(
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, counter.cap - counter.runs, runs, (impl.obj,)):
+    cap = counter.cap - counter.runs
+    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, cap, runs, (impl.obj,), method):
         law[leaf.result] += leaf.prob
         backend[leaf.result] += leaf.prob_backend
         seen[leaf.script] = leaf.result
         bits = min(bits, leaf.bits)
     counter.runs += runs[0]
-    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, int(rng.integers(2**31)), PROBES, (impl.obj,)):
+    seed = int(rng.integers(2**31))
+    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, seed, PROBES, (impl.obj,), method):
         if seen.get(script) != out:
             raise Unsupported(
                 "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
@@ -223,9 +259,14 @@ def _cycle_law(
     return law, backend, bits
 
 
-def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0) -> Certificate:
+def certify_implementation(
+    impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0, method: str = "fast"
+) -> Certificate:
     """The implementation's exact output law on ``case`` and its deviation from the target
-    (docs/spec.md §5)."""
+    (docs/spec.md §5). ``method``: "fast" (the default) or "replay", the first way of
+    visiting the runs, kept to compare with (``tracer.enumerate_runs``; same law)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     t0 = time.perf_counter()
     inst = law_instance(case)  # float64 tables; exact cases keep their exact target laws, rounded once
     cert = Certificate(case, "skipped")
@@ -236,14 +277,14 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
     counter = CallCounter(max_runs)
     rng = np.random.default_rng(seed)
     try:
-        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng)
+        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method)
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
         if impl.runs_cycles:
-            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng)
+            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng, method)
         probes = max(2, PROBES // max(1, len(trees)))
         for w_tree, tree, w_backend in trees.values():
-            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)
+            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method)
             bits = min(bits, b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr
