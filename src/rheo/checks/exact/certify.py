@@ -12,7 +12,8 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -88,12 +89,36 @@ def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -
     trace = Trace()
     with intercepted(trace, roots, (impl.obj,)):
         out = call()
+    _drew_nothing(trace)
+    return out
+
+
+def _drew_nothing(trace: Trace) -> None:
     if trace.draws:
         raise Unsupported(
             f"it declares that it follows the handed uniforms but drew its own randomness ({trace.origins[0]}); "
             "set follows_uniforms = False"
         )
-    return out
+
+
+@contextmanager
+def _handed(impl: Implementation, roots: list[str], method: str) -> Iterator[Callable[[Callable[[], Any]], Any]]:
+    """``call -> its answer``, for every call of one handed-uniform enumeration and its probes,
+    each checked to draw nothing of its own (``_no_draws``); method "fast" patches the random
+    functions once around them all, with one trace restarted for each call."""
+    if method != "fast":
+        yield lambda call: _no_draws(impl, call, roots)
+        return
+    trace = Trace()
+
+    def guarded(call: Callable[[], Any]) -> Any:
+        trace.restart(())
+        out = call()
+        _drew_nothing(trace)
+        return out
+
+    with intercepted(trace, roots, (impl.obj,)):
+        yield guarded
 
 
 def _tree_law(
@@ -118,16 +143,18 @@ def _tree_law(
     if impl.follows_uniforms:
         built: dict[tuple, dict] = {}
 
-        def fn(values: np.ndarray) -> tuple:
-            t = _no_draws(impl, lambda: call_build_tree(impl, inst, _draw_uniforms(inst, values)), roots)
-            key = _tree_key(t)
-            built[key] = t
-            return key
+        with _handed(impl, roots, method) as guarded:
 
-        leaves, structure = handed_law(fn, E, counter)
+            def fn(values: np.ndarray) -> tuple:
+                t = guarded(lambda: call_build_tree(impl, inst, _draw_uniforms(inst, values)))
+                key = _tree_key(t)
+                built[key] = t
+                return key
+
+            leaves, structure = handed_law(fn, E, counter)
+            probe_handed(fn, E, structure, rng, "build_tree")
         for prob, key in leaves:
             add(prob, built[key])
-        probe_handed(fn, E, structure, rng, "build_tree")
         return trees, bits
     fixed = _draw_uniforms(inst, np.full(E, 0.5))
     seen: dict[tuple, tuple] = {}
@@ -155,16 +182,28 @@ def _tree_law(
     return trees, bits
 
 
-def _verifier(impl: Implementation, inst: Instance, tree: dict, uniforms: Uniforms) -> Callable[[], tuple]:
-    """``call_verify(impl, inst, tree, uniforms)`` for every run of one enumeration: the
-    target logits and the other inputs made once, and each call given its own copies (the
-    tree's columns are shared, as there)."""
-    nodes = {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")}
-    logits, config = target_logits(inst, tree["paths"]), protocol_config(inst)
-    temperature, u = inst.config.temperature.value, protocol_uniforms(uniforms)
+def _fresh(x: Any) -> Any:
+    """A copy of a JSON-like value (the config dict): dicts and lists copied all the way down."""
+    if isinstance(x, dict):
+        return {k: _fresh(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_fresh(v) for v in x]
+    return copy.copy(x) if isinstance(x, np.ndarray) else x
 
-    def call() -> tuple:
-        args = (dict(nodes), logits.copy(), copy.deepcopy(config), temperature, {k: v.copy() for k, v in u.items()})
+
+def _verifier(impl: Implementation, inst: Instance, tree: dict) -> Callable[[Uniforms], tuple]:
+    """``uniforms -> call_verify(impl, inst, tree, uniforms)`` for every call of one
+    enumeration (method "fast"): the target logits and the config made once, each call
+    given its own copies (the tree's columns are shared, as there)."""
+    nodes = {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")}
+    logits, config, temperature = (
+        target_logits(inst, tree["paths"]),
+        protocol_config(inst),
+        inst.config.temperature.value,
+    )
+
+    def call(uniforms: Uniforms) -> tuple:
+        args = (dict(nodes), logits.copy(), _fresh(config), temperature, protocol_uniforms(uniforms))
         return read_result(watched("verify", inst, impl.obj.verify, *args), tree, inst.n)
 
     return call
@@ -194,22 +233,25 @@ def _walk_law(
     c = inst.config
     n = (c.depth + 1) * (c.K + 2)
     if impl.follows_uniforms:
+        verifier = _verifier(impl, inst, tree) if method == "fast" else None
+        with _handed(impl, roots, method) as guarded:
 
-        def fn(values: np.ndarray) -> tuple:
-            out = _no_draws(impl, lambda: call_verify(impl, inst, tree, _walk_uniforms(inst, values)), roots)
-            return out[0], tuple(out[1])
+            def fn(values: np.ndarray) -> tuple:
+                u = _walk_uniforms(inst, values)
+                out = guarded(lambda: verifier(u) if verifier is not None else call_verify(impl, inst, tree, u))
+                return out[0], tuple(out[1])
 
-        leaves, structure = handed_law(fn, n, counter)
+            leaves, structure = handed_law(fn, n, counter)
+            probe_handed(fn, n, structure, rng, "verify")
         for prob, (tokens, _) in leaves:
             law[tokens] += prob
-        probe_handed(fn, n, structure, rng, "verify")
         return law, law, 53
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    run = _verifier(impl, inst, tree, fixed) if method == "fast" else lambda: call_verify(impl, inst, tree, fixed)
-    for leaf in enumerate_runs(run, roots, counter.cap - counter.runs, runs, (impl.obj,), method):
+    verify = _verifier(impl, inst, tree) if method == "fast" else lambda u: call_verify(impl, inst, tree, u)
+    for leaf in enumerate_runs(lambda: verify(fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method):
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
