@@ -20,7 +20,16 @@ import numpy as np
 
 from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
-from rheo.checks.exact.tracer import METHODS, RunCap, Trace, Unsupported, enumerate_runs, intercepted, probe_runs
+from rheo.checks.exact.tracer import (
+    METHODS,
+    RunCap,
+    Trace,
+    Unsupported,
+    _Branch,
+    enumerate_runs,
+    intercepted,
+    probe_runs,
+)
 from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_verify
 from rheo.checks.protocol.inputs import (
     KIND_NAMES,
@@ -88,7 +97,11 @@ def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -
     would make its law random given the uniforms, which this path cannot follow."""
     trace = Trace()
     with intercepted(trace, roots, (impl.obj,)):
-        out = call()
+        try:
+            out = call()
+        except _Branch:  # a draw of its own compared with something: the same finding
+            _drew_nothing(trace)
+            raise
     _drew_nothing(trace)
     return out
 
@@ -113,7 +126,11 @@ def _handed(impl: Implementation, roots: list[str], method: str) -> Iterator[Cal
 
     def guarded(call: Callable[[], Any]) -> Any:
         trace.restart(())
-        out = call()
+        try:
+            out = call()
+        except _Branch:
+            _drew_nothing(trace)
+            raise
         _drew_nothing(trace)
         return out
 
