@@ -175,3 +175,46 @@ def test_fast_probes_see_randomness_that_escaped():
 def test_an_unknown_method_is_refused():
     with pytest.raises(ValueError, match="method must be one of"):
         certify_implementation(load_implementation("examples.eagle_style:EagleVerifier"), TREE, method="fork")
+
+
+def test_the_bench_rows_at_tiny_sizes():
+    """``rheo bench gate --exact``'s rows, on tiny cases: their keys, the ratio computed, the
+    same law both ways, the ladder's largest case (timing itself is not judged here)."""
+    from rheo.bench.exact_impl import run_exact_rows
+    from rheo.bench.targets import GATE, judge
+    from rheo.cli.bench import _render_exact
+
+    lines: list[str] = []
+    rows = run_exact_rows(
+        lines.append,
+        limit=120.0,
+        shapes=((3, 2, 2),),
+        handed_shapes=((3, 2, 2),),
+        ladder=((3, 2, 2), (3, 2, 3)),
+        depth=2,
+    )
+    [own], [handed] = rows["own_draws"], rows["handed"]
+    for row in (own, handed):
+        assert {"case", "V", "depth", "K", "R", "replay_runs", "replay_seconds", "fast_runs", "fast_seconds"} <= set(
+            row
+        )
+        assert row["same_law"] and row["verdict"] == "lossless" and row["case"] == "V=3 D=2 K=2 R=2"
+        assert row["ratio"] == row["replay_seconds"] / row["fast_seconds"] > 0
+        assert 0 < row["fast_runs"] <= row["replay_runs"]
+    assert handed["implementation"] == "examples.loop_impl:LoopImplementation"
+    assert rows["exact_fast_over_replay"] == own["ratio"] and rows["same_law"]
+    big = rows["largest_within_limit"]
+    assert [t["case"] for t in big["tried"]] == ["V=3 D=2 K=2 R=2", "V=3 D=2 K=2 R=3"]
+    assert big["largest"]["case"] == "V=3 D=2 K=2 R=3" and big["largest"]["seconds"] <= 120
+    assert any("the replay path" in line for line in lines)  # progress
+    out = {"exact_certification": rows, "exact_fast_over_replay": rows["exact_fast_over_replay"]}
+    out["target_verdicts"] = [v.to_json() for v in judge(out, "cpu", GATE)]
+    text = "\n".join(_render_exact(out))
+    assert "EagleVerifier, V=3 D=2 K=2 R=2" in text and "largest case certified in 120 s" in text
+
+
+def test_bench_gate_refuses_a_bad_exact_limit(capsys):
+    from rheo.cli import main
+
+    assert main(["bench", "gate", "--exact-only", "--exact-limit", "0"]) == 2
+    assert "--exact-limit" in capsys.readouterr().err
