@@ -191,14 +191,16 @@ def _render_exact(out: dict) -> list[str]:
     e, mark = out["exact_certification"], _marks(out).get("exact_fast_over_replay", "not judged")
     lines = [
         "  exact certification (replay path vs one-pass path, side by side; depth-3 Rheo trees, m=1, beam 1, seed 0)",
-        f"    {'implementation, case':<50} {'replay runs':>11} {'s':>8} {'fast runs':>10} {'s':>8} {'ratio':>7}  law",
+        f"    {'implementation, case':<50} {'replay runs':>11} {'s':>8} {'fast runs':>10} {'s':>8} {'ratio':>7} "
+        f"{'cpu ratio':>9}  law",
     ]
     for r in e["own_draws"] + e["handed"]:
         ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
+        cpu = f"{r['cpu_ratio']:.1f}x" if r["cpu_ratio"] is not None else "-"
         name = f"{r['implementation'].split(':')[-1]}, {r['case']}"
         lines.append(
             f"    {name:<50} {r['replay_runs']:>11,} {r['replay_seconds']:>8.2f} {r['fast_runs']:>10,} "
-            f"{r['fast_seconds']:>8.2f} {ratio:>7}  {'same' if r['same_law'] else 'DIFFERENT'}"
+            f"{r['fast_seconds']:>8.2f} {ratio:>7} {cpu:>9}  {'same' if r['same_law'] else 'DIFFERENT'}"
         )
     if e["exact_fast_over_replay"] is not None:
         lines.append(

@@ -6,7 +6,6 @@ calls; the output law continued to length D+1 against p_T (``rheo.reference.cert
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import sys
@@ -202,10 +201,10 @@ def _tree_law(
 def _fresh(x: Any) -> Any:
     """A copy of a JSON-like value (the config dict): dicts and lists copied all the way down."""
     if isinstance(x, dict):
-        return {k: _fresh(v) for k, v in x.items()}
+        return {k: _fresh(v) if isinstance(v, (dict, list, np.ndarray)) else v for k, v in x.items()}
     if isinstance(x, list):
         return [_fresh(v) for v in x]
-    return copy.copy(x) if isinstance(x, np.ndarray) else x
+    return x.copy() if isinstance(x, np.ndarray) else x
 
 
 def _verifier(impl: Implementation, inst: Instance, tree: dict) -> Callable[[Uniforms], tuple]:

@@ -68,6 +68,7 @@ _REFUSED = {
 
 
 _RANDOM = {"rand", "rand_like", "uniform_", "exponential_", "multinomial", "bernoulli", "bernoulli_"} | _REFUSED
+_PLAIN: set = set()  # torch functions met whose name is none of _RANDOM's
 
 
 def _name(func: Any) -> str:
@@ -360,9 +361,19 @@ class RandomMode(TorchFunctionMode):
         self.trace = trace
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            plain = func in _PLAIN  # most calls: not random, answered at once
+        except TypeError:  # not hashable
+            plain = False
+        if plain:
+            return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name not in _RANDOM:
+            try:
+                _PLAIN.add(func)
+            except TypeError:  # looked up by name each time
+                pass
             return func(*args, **kwargs)
         if name in ("rand", "rand_like"):
             return _make_sym(self.trace, func(*args, **kwargs), f"torch.{name}", lambda u: u, plain=True)
