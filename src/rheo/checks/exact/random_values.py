@@ -15,6 +15,7 @@ import random as _random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ def call_site() -> str:
     implementation's line that made the current call. (The frames are walked directly, the
     same answer as ``traceback.extract_stack`` without reading source lines: it is in every
     fingerprint of a torch draw.)"""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         if not _skipped(name):
@@ -177,16 +178,17 @@ class Trace:
         answers occur in the variable's interval. ``near`` (with ``near_cuts``): gives the
         threshold the plain uniform is compared with; the cut is looked for beside it first."""
         lo, hi = self.intervals[var]
-        key, hit = None, None
-        if self.memo is not None:  # the same split met again on replay: its cut is known
+        memo, hit = self.memo, None
+        key: tuple = ()
+        if memo is not None:  # the same split met again on replay: its cut is known
             key = (self.splits, tuple(self.taken), var, lo, hi, fingerprint)
             self.splits += 1
-            hit = self.memo.get(key)
+            hit = memo.get(key)
         if hit is None:
             with np.errstate(all="ignore"):  # log(0) and the like at the interval's ends are the implementation's
                 hit = self._cut(var, truth, fingerprint, near if self.near_cuts else None)
-            if self.memo is not None:
-                self.memo[key] = hit
+            if memo is not None:
+                memo[key] = hit
         t_lo, cut = hit
         if cut is None:
             return t_lo

@@ -199,15 +199,16 @@ class SymTensor(torch.Tensor):
         ]
         return torch.tensor(out, dtype=torch.bool, device=self._rheo_vars.device).reshape(shape)
 
-    def _near(self, args: tuple, kwargs: dict, shape: torch.Size) -> Callable[[], list] | None:
+    def _near(self, args: tuple, kwargs: dict, shape: torch.Size) -> Callable[[], list[float | None]] | None:
         """Each element's threshold, when asked, where the draw itself is compared with a
         plain tensor or number (``Trace.split`` looks for the cut beside it first)."""
         other = [a for a in args if a is not self]
         if not self._rheo_plain or not self._rheo_trace.near_cuts or kwargs or len(args) != 2 or len(other) != 1:
             return None
-        x, n, values = other[0], shape.numel(), []
+        x, n = other[0], shape.numel()
+        values: list[float | None] = []
 
-        def near() -> list:
+        def near() -> list[float | None]:
             if not values:
                 if isinstance(x, (int, float)):
                     values.extend([float(x)] * n)
