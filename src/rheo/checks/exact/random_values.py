@@ -76,6 +76,9 @@ def unsupported(what: str) -> Unsupported:
     return Unsupported(f"{what} (at {call_site()})")
 
 
+_BOTH = [0, 1]
+
+
 @dataclass
 class Trace:
     """One run's randomness: the script of answers to replay, the variables drawn so far
@@ -135,8 +138,11 @@ class Trace:
         raises _Branch at the first unscripted choice (enumeration), or answers at random
         (probe mode; ``forced`` is the answer the probe's concrete values give).
         ``backend``: the options' grid-point counts, for ``prob_backend``."""
-        live = [i for i, w in enumerate(weights) if w > 0]
-        total = float(sum(weights[i] for i in live))
+        if len(weights) == 2 and weights[0] > 0 and weights[1] > 0:  # a split's two sides: both live
+            live, total = _BOTH, float(weights[0] + weights[1])
+        else:
+            live = [i for i, w in enumerate(weights) if w > 0]
+            total = float(sum(weights[i] for i in live))
         if not live:
             raise unsupported(f"{fingerprint}: every option has weight 0")
         if len(live) == 1:
@@ -170,7 +176,8 @@ class Trace:
         if backend is None:
             self.prob_backend *= weights[i] / total
         else:
-            self.prob_backend *= backend[i] / sum(backend) if sum(backend) else 0.0
+            points = sum(backend)
+            self.prob_backend *= backend[i] / points if points else 0.0
 
     def split(self, var: int, truth: Callable[[float], bool], fingerprint: str, near: Near = None) -> bool:
         """The answer of a comparison that depends on variable ``var`` only, as a function
@@ -209,7 +216,7 @@ class Trace:
         lo, hi = self.intervals[var]
         forced = None if self.rng is None else int(self.values[var] >= cut)
         scale = 2.0 ** self.grids[var]  # grid points k / scale below x: ceil(x * scale), exact in floats
-        n_lo, n_cut, n_hi = (math.ceil(x * scale) for x in (lo, cut, hi))
+        n_lo, n_cut, n_hi = math.ceil(lo * scale), math.ceil(cut * scale), math.ceil(hi * scale)
         i = self.choose(fingerprint, [cut - lo, hi - cut], forced, [n_cut - n_lo, n_hi - n_cut])
         self.intervals[var] = [lo, cut] if i == 0 else [cut, hi]
         return t_lo if i == 0 else not t_lo
