@@ -277,7 +277,8 @@ def test_bench_targets_are_judged_on_the_device_the_run_used():
         assert not passed(judge({**gate, "batched_cycles_in_60s": 9}, device, GATE))
         assert passed(judge({"speedup": 224}, device, EXACT)) and not passed(judge({"speedup": 5}, device, EXACT))
     no_torch = judge({"worker_overhead_per_call_us": 0.34}, "cpu", GATE)  # protocols not measured: not failed
-    assert passed(no_torch) and [v.mark for v in no_torch][1:] == ["not measured", "not measured"]
+    assert passed(no_torch) and [v.mark for v in no_torch][1:] == ["not measured"] * (len(GATE) - 1)
+    assert not passed(judge({"exact_fast_over_replay": 4.0}, "cpu", GATE))  # rheo bench gate --exact
 
 
 def test_bench_gate_quick_json():

@@ -1,7 +1,7 @@
 """``rheo bench gate``: what the supervised worker costs (docs/gate.md, "The supervised
 worker").
 
-Two figures, each measured side by side in one run:
+The figures, each measured side by side in one run:
 
 1. **per call**: ``watch.watched`` around a call that does nothing, with the worker's
    own hook (``worker.call_hook`` writing to shared memory) against no hook. Rounds
@@ -17,6 +17,12 @@ Two figures, each measured side by side in one run:
    and the detectable TV per case each reaches in 60 seconds (the formula of the checks:
    chi-square at alpha 1e-6 split over the quick cases, power 0.99). Targets: 1,000,000
    batched cycles within 60 s, a detectable TV of 0.006 or less. Needs torch.
+
+4. **exact certification** (``--exact``, or ``--exact-only``; minutes: ``rheo.bench.exact_impl``):
+   an own-randomness verifier (EAGLE's) certified by the replay path and by the one-pass
+   path on three depth-3 Rheo-tree cases (runs, seconds, ratio; target: 10x on the largest,
+   V=8 D=3 K=4 R=10), a handed-uniform implementation the same two ways, and the largest
+   case of a growing ladder the one-pass path certifies within 60 s.
 
 Every target holds on CPU and CUDA alike (``TARGETS``, judged by ``rheo.bench.targets`` on
 the device the protocols ran on: the fastpath's, CUDA when torch sees one). Every phase
@@ -37,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rheo.bench.exact_impl import run_exact_rows
 from rheo.bench.targets import GATE, PER_CALL_TARGET_US, judge, passed, summary
 from rheo.checks.cases.matrix import output_law_cases
 from rheo.checks.gate import supervised
@@ -184,7 +191,24 @@ def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
     return out
 
 
-def run_bench_gate(quick: bool = False, progress: Callable[[str], object] = print) -> dict:
+def exact_only(progress: Callable[[str], object] = print, limit: float = 60.0) -> dict:
+    """``rheo bench gate --exact-only``: the exact-certification rows alone."""
+    rows = run_exact_rows(progress, limit)
+    out = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "exact_certification": rows,
+        "exact_fast_over_replay": rows["exact_fast_over_replay"],
+        "device": "cpu",
+    }
+    verdicts = judge(out, "cpu", TARGETS)
+    out.update(summary(verdicts))
+    out["pass"] = passed(verdicts) and rows["same_law"]
+    return out
+
+
+def run_bench_gate(
+    quick: bool = False, progress: Callable[[str], object] = print, exact: bool = False, exact_limit: float = 60.0
+) -> dict:
     calls, rounds = (50_000, 3) if quick else (200_000, 5)
     progress(f"per call: {rounds} rounds of {calls} watched calls, with and without the worker's hook ...")
     call = per_call(calls, rounds, progress)
@@ -212,7 +236,13 @@ def run_bench_gate(quick: bool = False, progress: Callable[[str], object] = prin
         ):
             out[key] = proto[key]
     out["device"] = "cpu" if out["protocols"] is None else out["protocols"]["device"]  # where the protocols ran
+    same_law = True
+    if exact:
+        rows = run_exact_rows(progress, exact_limit)
+        out["exact_certification"] = rows
+        out["exact_fast_over_replay"] = rows["exact_fast_over_replay"]
+        same_law = rows["same_law"]
     verdicts = judge(out, out["device"], TARGETS)
     out.update(summary(verdicts))
-    out["pass"] = passed(verdicts)
+    out["pass"] = passed(verdicts) and same_law
     return out

@@ -145,9 +145,11 @@ FASTPATH = (  # rheo bench fastpath (rheo.bench.fastpath)
 PER_CALL_TARGET_US = 1000.0  # rheo bench gate: the worker's cost per call, under 1 ms
 BATCHED_TARGET_CYCLES_60S = 1_000_000
 BATCHED_TARGET_TV = 0.006
+EXACT_SPEEDUP = 10.0  # rheo bench gate --exact: the fast exact certification over the replay one, V=8 D=3 K=4 R=10
 GATE = (  # rheo bench gate (rheo.bench.gate)
     Target("worker_overhead_per_call_us", "<", PER_CALL_TARGET_US),
     Target("batched_cycles_in_60s", ">=", BATCHED_TARGET_CYCLES_60S),
     Target("batched_detectable_tv_60s", "<=", BATCHED_TARGET_TV),
+    Target("exact_fast_over_replay", ">=", EXACT_SPEEDUP),  # measured with --exact only (pure Python)
 )
 EXACT = (Target("speedup", ">=", 20),)  # rheo bench exact (rheo.bench.exact): pure Python, any device

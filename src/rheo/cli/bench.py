@@ -11,7 +11,7 @@ import argparse
 import json
 
 from rheo.bench.exact import run_bench_exact
-from rheo.bench.gate import run_bench_gate
+from rheo.bench.gate import exact_only, run_bench_gate
 from rheo.checks.gate.run import INSTALL_TORCH
 from rheo.cli import model
 from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, fail, progress
@@ -97,12 +97,28 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "   and the detectable TV per case of a 60-second run of each (targets: >= 1,000,000\n"
         "   batched cycles in 60 s, detectable TV <= 0.006; --json keys per_request_cycles_per_second,\n"
         "   batched_cycles_per_second, batched_detectable_tv_60s).\n"
+        "4. exact certification (--exact or --exact-only; several minutes, most of them the replay\n"
+        "   path): examples.eagle_style:EagleVerifier (its own draws) on Rheo trees, depth 3, m=1,\n"
+        "   beam 1, seed 0 (V=5 K=3 R=6, V=6 K=3 R=8, V=8 K=4 R=10), certified by the replay path\n"
+        "   and by the one-pass path, side by side (runs, seconds, ratio; target >= 10x on\n"
+        "   V=8 K=4 R=10; --json key exact_fast_over_replay), examples.loop_impl (handed uniforms)\n"
+        "   the same two ways, and the largest case of a growing ladder the one-pass path certifies\n"
+        "   within --exact-limit seconds. Both paths must find the same law.\n"
         "Every target holds on cpu and cuda (device: where the protocols ran; --json keys\n"
         "device, targets, meets_targets, target_verdicts). Progress goes to stderr.\n"
         "exit status: 0 targets met, 1 one missed",
-        epilog="examples:\n  rheo bench gate --json\n  rheo bench gate --quick",
+        epilog="examples:\n  rheo bench gate --json\n  rheo bench gate --quick\n  rheo bench gate --exact-only",
     )
     bg.add_argument("--quick", action="store_true", help="fewer calls and rounds, the smoke profile for the run")
+    bg.add_argument("--exact", action="store_true", help="add the exact-certification rows (several minutes)")
+    bg.add_argument("--exact-only", action="store_true", help="only the exact-certification rows")
+    bg.add_argument(
+        "--exact-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the limit for the largest case certified (default 60)",
+    )
     add_json_flag(bg)
     return bsub
 
@@ -131,7 +147,13 @@ def cmd_bench_exact(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_gate(args: argparse.Namespace) -> int:
-    out = run_bench_gate(quick=args.quick, progress=progress)
+    if not args.exact_limit > 0 or args.exact_limit == float("inf"):
+        return fail(f"--exact-limit: must be a positive number of seconds, got {args.exact_limit}")
+    if args.exact_only:
+        out = exact_only(progress=progress, limit=args.exact_limit)
+        emit(json.dumps(out) if args.json else "\n".join(_render_exact(out)))
+        return 0 if out["pass"] else 1
+    out = run_bench_gate(quick=args.quick, progress=progress, exact=args.exact, exact_limit=args.exact_limit)
     emit(json.dumps(out) if args.json else render_gate(out))
     return 0 if out["pass"] else 1
 
@@ -159,8 +181,35 @@ def render_gate(out: dict) -> str:
             f"    in a supervised worker            {r['in_worker_seconds']:>10.2f} s",
             f"    overhead (start + calls)          {r['worker_overhead_seconds']:>10.2f} s",
             *_render_protocols(out.get("protocols"), _marks(out)),
+            *(_render_exact(out) if "exact_certification" in out else []),
         ]
     )
+
+
+def _render_exact(out: dict) -> list[str]:
+    """The exact-certification rows of ``rheo bench gate --exact``."""
+    e, mark = out["exact_certification"], _marks(out).get("exact_fast_over_replay", "not judged")
+    lines = [
+        "  exact certification (replay path vs one-pass path, side by side; depth-3 Rheo trees, m=1, beam 1, seed 0)",
+        f"    {'implementation, case':<50} {'replay runs':>11} {'s':>8} {'fast runs':>10} {'s':>8} {'ratio':>7} "
+        f"{'cpu ratio':>9}  law",
+    ]
+    for r in e["own_draws"] + e["handed"]:
+        ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
+        cpu = f"{r['cpu_ratio']:.1f}x" if r["cpu_ratio"] is not None else "-"
+        name = f"{r['implementation'].split(':')[-1]}, {r['case']}"
+        lines.append(
+            f"    {name:<50} {r['replay_runs']:>11,} {r['replay_seconds']:>8.2f} {r['fast_runs']:>10,} "
+            f"{r['fast_seconds']:>8.2f} {ratio:>7} {cpu:>9}  {'same' if r['same_law'] else 'DIFFERENT'}"
+        )
+    if e["exact_fast_over_replay"] is not None:
+        ratio = f"{e['exact_fast_over_replay']:.1f}x"
+        lines.append(f"    {'ratio on the largest case':<50} {ratio:>48}  target >= 10x: {mark}")
+    big = e["largest_within_limit"]
+    best = big["largest"]
+    found = "none" if best is None else f"{best['case']} ({best['runs']:,} runs, {best['seconds']:.1f} s)"
+    lines.append(f"    {'largest case certified in ' + format(big['limit_seconds'], 'g') + ' s':<50} {found}")
+    return lines
 
 
 def _render_protocols(p: dict | None, marks: dict[str, str]) -> list[str]:

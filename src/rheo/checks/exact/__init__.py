@@ -2,10 +2,11 @@
 enumerating every random choice it makes, against the target law (docs/spec.md §5;
 docs/gate.md, "Exact certification"). ``tracer`` intercepts torch, NumPy and Python
 ``random`` and hands out symbolic random values (``random_values``,
-``random_values_torch``); ``handed`` bisects handed uniforms; ``certify`` certifies one
-case; ``certificate`` holds what it found; ``check`` is the gate's check (cases, then a
-shrinking search). The room may import ``rheo.checks.protocol``, ``rheo.checks.cases``,
-``rheo.checks.outcome``, ``rheo.checks.parallel`` and ``rheo.reference``.
+``random_values_torch``; ``cuts`` finds where a comparison with one changes its answer);
+``handed`` bisects handed uniforms; ``certify`` certifies one case; ``certificate`` holds
+what it found; ``check`` is the gate's check (cases, then a shrinking search). The room
+may import ``rheo.checks.protocol``, ``rheo.checks.cases``, ``rheo.checks.outcome``,
+``rheo.checks.parallel`` and ``rheo.reference``.
 
 How it works, part by part (one cycle is the tree builder, then the verifier; the
 reference fills in a part the implementation does not provide):
@@ -15,7 +16,13 @@ reference fills in a part the implementation does not provide):
   order: the cells of one uniform (the intervals on which the output stays the same, later
   uniforms held fixed) are found by bisection, each weighted by its length.
 - **Its own draws** (``follows_uniforms = False``): ``tracer`` intercepts torch, NumPy and
-  Python ``random`` and enumerates every answer.
+  Python ``random`` and enumerates every answer. By default (``method="fast"``) in one pass:
+  the random functions patched once per part, every run ending in a leaf (a choice past its
+  script takes its first option and leaves the others for later runs), each split's cut
+  memoised for the runs that replay it and, for a plain uniform against a threshold,
+  confirmed beside the threshold instead of bisected. ``method="replay"`` is the first way
+  (one run per node of the randomness tree, each patched on its own), kept to compare with:
+  the same law.
 
 Two laws come out: the *ideal* one (every drawn uniform continuous: the verdict) and the
 *backend* one (every drawn uniform on its generator's grid, k / 2^24 for a float32

@@ -11,19 +11,37 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
-from rheo.checks.exact.tracer import RunCap, Trace, Unsupported, enumerate_runs, intercepted, probe_runs
+from rheo.checks.exact.tracer import (
+    METHODS,
+    RunCap,
+    Trace,
+    Unsupported,
+    _Branch,
+    enumerate_runs,
+    intercepted,
+    probe_runs,
+)
 from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_verify
-from rheo.checks.protocol.inputs import KIND_NAMES, law_instance, protocol_config, reference_tree
+from rheo.checks.protocol.inputs import (
+    KIND_NAMES,
+    law_instance,
+    protocol_config,
+    protocol_uniforms,
+    reference_tree,
+    target_logits,
+)
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation
-from rheo.checks.protocol.outputs import BadOutput
+from rheo.checks.protocol.outputs import BadOutput, read_result
+from rheo.checks.protocol.watch import watched
 from rheo.reference import Uniforms, enumerate_choices
 from rheo.reference.certify import max_deviation
 from rheo.reference.instance import Instance
@@ -78,16 +96,50 @@ def _no_draws(impl: Implementation, call: Callable[[], Any], roots: list[str]) -
     would make its law random given the uniforms, which this path cannot follow."""
     trace = Trace()
     with intercepted(trace, roots, (impl.obj,)):
-        out = call()
+        try:
+            out = call()
+        except _Branch:  # a draw of its own compared with something: the same finding
+            _drew_nothing(trace)
+            raise
+    _drew_nothing(trace)
+    return out
+
+
+def _drew_nothing(trace: Trace) -> None:
     if trace.draws:
         raise Unsupported(
             f"it declares that it follows the handed uniforms but drew its own randomness ({trace.origins[0]}); "
             "set follows_uniforms = False"
         )
-    return out
 
 
-def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng) -> tuple[dict, int]:
+@contextmanager
+def _handed(impl: Implementation, roots: list[str], method: str) -> Iterator[Callable[[Callable[[], Any]], Any]]:
+    """``call -> its answer``, for every call of one handed-uniform enumeration and its probes,
+    each checked to draw nothing of its own (``_no_draws``); method "fast" patches the random
+    functions once around them all, with one trace restarted for each call."""
+    if method != "fast":
+        yield lambda call: _no_draws(impl, call, roots)
+        return
+    trace = Trace()
+
+    def guarded(call: Callable[[], Any]) -> Any:
+        trace.restart(())
+        try:
+            out = call()
+        except _Branch:
+            _drew_nothing(trace)
+            raise
+        _drew_nothing(trace)
+        return out
+
+    with intercepted(trace, roots, (impl.obj,)):
+        yield guarded
+
+
+def _tree_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
+) -> tuple[dict, int]:
     """{tree key: (probability, tree dict)} and the lowest precision compared."""
     trees: dict[tuple, list] = {}
     bits = 53
@@ -107,22 +159,24 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
     if impl.follows_uniforms:
         built: dict[tuple, dict] = {}
 
-        def fn(values: np.ndarray) -> tuple:
-            t = _no_draws(impl, lambda: call_build_tree(impl, inst, _draw_uniforms(inst, values)), roots)
-            key = _tree_key(t)
-            built[key] = t
-            return key
+        with _handed(impl, roots, method) as guarded:
 
-        leaves, structure = handed_law(fn, E, counter)
+            def fn(values: np.ndarray) -> tuple:
+                t = guarded(lambda: call_build_tree(impl, inst, _draw_uniforms(inst, values)))
+                key = _tree_key(t)
+                built[key] = t
+                return key
+
+            leaves, structure = handed_law(fn, E, counter)
+            probe_handed(fn, E, structure, rng, "build_tree")
         for prob, key in leaves:
             add(prob, built[key])
-        probe_handed(fn, E, structure, rng, "build_tree")
         return trees, bits
     fixed = _draw_uniforms(inst, np.full(E, 0.5))
     seen: dict[tuple, tuple] = {}
     runs = [0]
     for leaf in enumerate_runs(
-        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
+        lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method
     ):
         add(leaf.prob, leaf.result, leaf.prob_backend)
         seen[leaf.script] = _tree_key(leaf.result)
@@ -134,6 +188,7 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
         int(rng.integers(2**31)),
         PROBES,
         (impl.obj,),
+        method,
     ):
         if seen.get(script) != _tree_key(t):
             raise Unsupported(
@@ -143,8 +198,42 @@ def _tree_law(impl: Implementation, inst: Instance, roots: list[str], counter: C
     return trees, bits
 
 
+def _fresh(x: Any) -> Any:
+    """A copy of a JSON-like value (the config dict): dicts and lists copied all the way down."""
+    if isinstance(x, dict):
+        return {k: _fresh(v) if isinstance(v, (dict, list, np.ndarray)) else v for k, v in x.items()}
+    if isinstance(x, list):
+        return [_fresh(v) for v in x]
+    return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def _verifier(impl: Implementation, inst: Instance, tree: dict) -> Callable[[Uniforms], tuple]:
+    """``uniforms -> call_verify(impl, inst, tree, uniforms)`` for every call of one
+    enumeration (method "fast"): the target logits and the config made once, each call
+    given its own copies (the tree's columns are shared, as there)."""
+    nodes = {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")}
+    logits, config, temperature = (
+        target_logits(inst, tree["paths"]),
+        protocol_config(inst),
+        inst.config.temperature.value,
+    )
+
+    def call(uniforms: Uniforms) -> tuple:
+        args = (dict(nodes), logits.copy(), _fresh(config), temperature, protocol_uniforms(uniforms))
+        return read_result(watched("verify", inst, impl.obj.verify, *args), tree, inst.n)
+
+    return call
+
+
 def _walk_law(
-    impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int
+    impl: Implementation,
+    inst: Instance,
+    tree: dict,
+    roots: list[str],
+    counter: CallCounter,
+    rng,
+    probes: int,
+    method: str,
 ) -> tuple[dict, dict, int]:
     """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
     uniform on its generator's grid (the backend law), and the lowest precision compared."""
@@ -160,23 +249,25 @@ def _walk_law(
     c = inst.config
     n = (c.depth + 1) * (c.K + 2)
     if impl.follows_uniforms:
+        verifier = _verifier(impl, inst, tree) if method == "fast" else None
+        with _handed(impl, roots, method) as guarded:
 
-        def fn(values: np.ndarray) -> tuple:
-            out = _no_draws(impl, lambda: call_verify(impl, inst, tree, _walk_uniforms(inst, values)), roots)
-            return out[0], tuple(out[1])
+            def fn(values: np.ndarray) -> tuple:
+                u = _walk_uniforms(inst, values)
+                out = guarded(lambda: verifier(u) if verifier is not None else call_verify(impl, inst, tree, u))
+                return out[0], tuple(out[1])
 
-        leaves, structure = handed_law(fn, n, counter)
+            leaves, structure = handed_law(fn, n, counter)
+            probe_handed(fn, n, structure, rng, "verify")
         for prob, (tokens, _) in leaves:
             law[tokens] += prob
-        probe_handed(fn, n, structure, rng, "verify")
         return law, law, 53
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    for leaf in enumerate_runs(
-        lambda: call_verify(impl, inst, tree, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,)
-    ):
+    verify = _verifier(impl, inst, tree) if method == "fast" else lambda u: call_verify(impl, inst, tree, u)
+    for leaf in enumerate_runs(lambda: verify(fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method):
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
@@ -188,6 +279,7 @@ def _walk_law(
         int(rng.integers(2**31)),
         probes,
         (impl.obj,),
+        method,
     ):
         if seen.get(script) != out:
             raise Unsupported(
@@ -198,7 +290,7 @@ def _walk_law(
 
 
 def _cycle_law(
-    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
 ) -> tuple[dict, dict, int]:
     """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
     backend law beside it, and the lowest precision compared: every run of its intercepted
@@ -208,13 +300,15 @@ def _cycle_law(
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
-    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, counter.cap - counter.runs, runs, (impl.obj,)):
+    cap = counter.cap - counter.runs
+    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, cap, runs, (impl.obj,), method):
         law[leaf.result] += leaf.prob
         backend[leaf.result] += leaf.prob_backend
         seen[leaf.script] = leaf.result
         bits = min(bits, leaf.bits)
     counter.runs += runs[0]
-    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, int(rng.integers(2**31)), PROBES, (impl.obj,)):
+    seed = int(rng.integers(2**31))
+    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, seed, PROBES, (impl.obj,), method):
         if seen.get(script) != out:
             raise Unsupported(
                 "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
@@ -223,9 +317,14 @@ def _cycle_law(
     return law, backend, bits
 
 
-def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0) -> Certificate:
+def certify_implementation(
+    impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0, method: str = "fast"
+) -> Certificate:
     """The implementation's exact output law on ``case`` and its deviation from the target
-    (docs/spec.md §5)."""
+    (docs/spec.md §5). ``method``: "fast" (the default) or "replay", the first way of
+    visiting the runs, kept to compare with (``tracer.enumerate_runs``; same law)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     t0 = time.perf_counter()
     inst = law_instance(case)  # float64 tables; exact cases keep their exact target laws, rounded once
     cert = Certificate(case, "skipped")
@@ -236,14 +335,14 @@ def certify_implementation(impl: Implementation, case: dict, max_runs: int = MAX
     counter = CallCounter(max_runs)
     rng = np.random.default_rng(seed)
     try:
-        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng)
+        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method)
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
         if impl.runs_cycles:
-            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng)
+            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng, method)
         probes = max(2, PROBES // max(1, len(trees)))
         for w_tree, tree, w_backend in trees.values():
-            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes)
+            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method)
             bits = min(bits, b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr

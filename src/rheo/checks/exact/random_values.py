@@ -12,13 +12,15 @@ from __future__ import annotations
 import math
 import os
 import random as _random
-import struct
-import traceback
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import numpy as np
+
+from rheo.checks.exact.cuts import Near, below, cut_at
 
 MANTISSA_BITS = {"float64": 53, "float32": 24, "bfloat16": 8, "float16": 11}
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,17 +35,40 @@ class _Branch(Exception):
         self.options = options
 
 
+_SKIPPED: dict[str, bool] = {}  # code file name -> whether call_site looks past its frames
+_SHOWN: dict[tuple[str, str], str] = {}  # (code file name, working folder) -> the path call_site shows
+
+
+def _skipped(filename: str) -> bool:
+    skip = _SKIPPED.get(filename)
+    if skip is None:
+        path = os.path.abspath(filename)
+        skip = (
+            path.startswith(_HERE)
+            or any(s in path for s in (f"{os.sep}torch{os.sep}", f"{os.sep}numpy{os.sep}"))
+            or path.endswith(("contextlib.py", "random.py"))
+        )
+        _SKIPPED[filename] = skip
+    return skip
+
+
 def call_site() -> str:
     """file:line of the innermost frame outside rheo.checks, torch and numpy: the
-    implementation's line that made the current call."""
-    for frame in reversed(traceback.extract_stack()):
-        path = os.path.abspath(frame.filename)
-        if path.startswith(_HERE) or any(s in path for s in (f"{os.sep}torch{os.sep}", f"{os.sep}numpy{os.sep}")):
-            continue
-        if path.endswith(("contextlib.py", "random.py")):
-            continue
-        rel = os.path.relpath(path)
-        return f"{path if rel.startswith('..') else rel}:{frame.lineno}"
+    implementation's line that made the current call. (The frames are walked directly, the
+    same answer as ``traceback.extract_stack`` without reading source lines: it is in every
+    fingerprint of a torch draw.)"""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not _skipped(name):
+            cwd = os.getcwd()
+            shown = _SHOWN.get((name, cwd))
+            if shown is None:
+                path = os.path.abspath(name)
+                rel = os.path.relpath(path)
+                shown = _SHOWN[(name, cwd)] = path if rel.startswith("..") else rel
+            return f"{shown}:{frame.f_lineno}"
+        frame = frame.f_back
     return "?"
 
 
@@ -51,16 +76,7 @@ def unsupported(what: str) -> Unsupported:
     return Unsupported(f"{what} (at {call_site()})")
 
 
-def _bits(x: float) -> int:
-    return int(struct.unpack("<q", struct.pack("<d", x))[0])
-
-
-def _float(bits: int) -> float:
-    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
-
-
-def below(x: float) -> float:
-    return math.nextafter(x, -math.inf)
+_BOTH = [0, 1]
 
 
 @dataclass
@@ -90,6 +106,22 @@ class Trace:
     grids: list[int] = field(default_factory=list)  # each variable's generator grid, in bits
     bits: int = 53  # mantissa bits of the lowest-precision operand compared with a random value
     draws: int = 0
+    # one-pass enumeration (``tracer.enumerate_runs``, method "fast"): an unscripted choice takes
+    # its first option and leaves the others, as scripts, in ``pending`` (one group per choice)
+    # instead of raising _Branch; ``memo`` holds every split's cut by (split number, choices
+    # taken before it, variable, interval, fingerprint), shared by the runs of one enumeration
+    near_cuts: bool = False  # look for a cut beside the threshold first (``_cut``)
+    pending: list[list[tuple[tuple[int, str], ...]]] | None = None
+    memo: dict[tuple, tuple] | None = None
+    splits: int = 0
+
+    def restart(self, script: tuple[tuple[int, str], ...]) -> None:
+        """Ready for the next run of one enumeration (its pending scripts and memo kept apart)."""
+        self.script, self.prob, self.prob_backend, self.pos = script, 1.0, 1.0, 0
+        self.taken, self.intervals, self.values, self.origins, self.grids = [], [], [], [], []
+        self.bits, self.draws, self.splits = 53, 0, 0
+        if self.pending is not None:
+            self.pending = []
 
     def new_var(self, origin: str, grid: int = 53) -> int:
         self.intervals.append([0.0, 1.0])
@@ -106,8 +138,11 @@ class Trace:
         raises _Branch at the first unscripted choice (enumeration), or answers at random
         (probe mode; ``forced`` is the answer the probe's concrete values give).
         ``backend``: the options' grid-point counts, for ``prob_backend``."""
-        live = [i for i, w in enumerate(weights) if w > 0]
-        total = float(sum(weights[i] for i in live))
+        if len(weights) == 2 and weights[0] > 0 and weights[1] > 0:  # a split's two sides: both live
+            live, total = _BOTH, float(weights[0] + weights[1])
+        else:
+            live = [i for i, w in enumerate(weights) if w > 0]
+            total = float(sum(weights[i] for i in live))
         if not live:
             raise unsupported(f"{fingerprint}: every option has weight 0")
         if len(live) == 1:
@@ -125,6 +160,10 @@ class Trace:
                 p = np.array([weights[i] / total for i in live])
                 forced = live[int(self.rng.choice(len(live), p=p / p.sum()))]
             i = forced
+        elif self.pending is not None:  # one pass: the first option now, the others replayed later
+            prefix = tuple(self.taken)
+            self.pending.append([prefix + ((j, fingerprint),) for j in live[1:]])
+            i = live[0]
         else:
             raise _Branch(tuple((j, fingerprint) for j in live))
         self.pos += 1
@@ -137,35 +176,47 @@ class Trace:
         if backend is None:
             self.prob_backend *= weights[i] / total
         else:
-            self.prob_backend *= backend[i] / sum(backend) if sum(backend) else 0.0
+            points = sum(backend)
+            self.prob_backend *= backend[i] / points if points else 0.0
 
-    def split(self, var: int, truth: Callable[[float], bool], fingerprint: str) -> bool:
+    def split(self, var: int, truth: Callable[[float], bool], fingerprint: str, near: Near = None) -> bool:
         """The answer of a comparison that depends on variable ``var`` only, as a function
         ``truth(u)`` that must be monotone in u (a step at one cut). Branches when both
-        answers occur in the variable's interval."""
-        with np.errstate(all="ignore"):  # log(0) and the like at the interval's ends are the implementation's
-            return self._split(var, truth, fingerprint)
+        answers occur in the variable's interval. ``near`` (with ``near_cuts``): gives the
+        threshold the plain uniform is compared with; the cut is looked for beside it first."""
+        lo, hi = self.intervals[var]
+        memo, hit = self.memo, None
+        key: tuple = ()
+        if memo is not None:  # the same split met again on replay: its cut is known
+            key = (self.splits, tuple(self.taken), var, lo, hi, fingerprint)
+            self.splits += 1
+            hit = memo.get(key)
+        if hit is None:
+            with np.errstate(all="ignore"):  # log(0) and the like at the interval's ends are the implementation's
+                hit = self._cut(var, truth, fingerprint, near if self.near_cuts else None)
+            if memo is not None:
+                memo[key] = hit
+        t_lo, cut = hit
+        if cut is None:
+            return t_lo
+        return self._take(var, t_lo, cut, fingerprint)
 
-    def _split(self, var: int, truth: Callable[[float], bool], fingerprint: str) -> bool:
+    def _cut(self, var: int, truth: Callable[[float], bool], fingerprint: str, near: Near) -> tuple:
+        """(truth at the interval's low end, the cut or None when the answer is the same
+        throughout)."""
         lo, hi = self.intervals[var]
         t_lo, t_hi = bool(truth(lo)), bool(truth(below(hi)))
         if t_lo == t_hi:
             if self.rng is not None and bool(truth(self.values[var])) != t_lo:
                 raise unsupported(f"{fingerprint}: the comparison is not monotone in the random value")
-            return t_lo
-        # bisection over the floats themselves (their bit patterns, ordered like the values for
-        # floats >= 0): at most 64 steps to the adjacent pair, even for a cut near 0
-        a, b = _bits(lo), _bits(below(hi))  # truth(a) = t_lo, truth(b) != t_lo
-        while b - a > 1:
-            mid = (a + b) // 2
-            if bool(truth(_float(mid))) == t_lo:
-                a = mid
-            else:
-                b = mid
-        cut = _float(b)
+            return t_lo, None
+        return t_lo, cut_at(truth, lo, hi, t_lo, near)
+
+    def _take(self, var: int, t_lo: bool, cut: float, fingerprint: str) -> bool:
+        lo, hi = self.intervals[var]
         forced = None if self.rng is None else int(self.values[var] >= cut)
         scale = 2.0 ** self.grids[var]  # grid points k / scale below x: ceil(x * scale), exact in floats
-        n_lo, n_cut, n_hi = (math.ceil(x * scale) for x in (lo, cut, hi))
+        n_lo, n_cut, n_hi = math.ceil(lo * scale), math.ceil(cut * scale), math.ceil(hi * scale)
         i = self.choose(fingerprint, [cut - lo, hi - cut], forced, [n_cut - n_lo, n_hi - n_cut])
         self.intervals[var] = [lo, cut] if i == 0 else [cut, hi]
         return t_lo if i == 0 else not t_lo
@@ -175,8 +226,13 @@ class Trace:
         return self.choose(fingerprint, weights)
 
     def note_dtype(self, dtype: object) -> None:
-        name = str(dtype).replace("torch.", "")
-        self.bits = min(self.bits, MANTISSA_BITS.get(name, 53))
+        bits = _DTYPE_BITS.get(dtype)
+        if bits is None:
+            bits = _DTYPE_BITS[dtype] = MANTISSA_BITS.get(str(dtype).replace("torch.", ""), 53)
+        self.bits = min(self.bits, bits)
+
+
+_DTYPE_BITS: dict[Any, int] = {}  # dtype -> mantissa bits (note_dtype)
 
 
 # ---- Python scalars: random.random(), Generator.random(), tensor.item() ----
@@ -193,11 +249,30 @@ _NP_MONOTONE = {"log", "log1p", "log2", "log10", "exp", "expm1", "exp2", "sqrt",
 _NP_ARITHMETIC = {"add", "subtract", "multiply", "true_divide", "divide"}
 
 
+def _near(sym: SymScalar, other: Any) -> Near:
+    """The threshold a plain uniform is compared with, as a float, when asked (``Trace.split``)."""
+    if not sym.plain or not sym.trace.near_cuts:
+        return None
+
+    def value() -> float | None:
+        if hasattr(other, "_rheo_trace"):
+            return None
+        if not isinstance(other, (int, float, np.generic)) and getattr(other, "ndim", None) != 0:
+            return None
+        try:
+            return float(other)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+
+    return value
+
+
 class SymScalar:
     """A random Python number: variable ``var`` mapped by ``f`` (monotone)."""
 
-    def __init__(self, trace: Trace, var: int, f: Callable[[float], Any], what: str) -> None:
+    def __init__(self, trace: Trace, var: int, f: Callable[[float], Any], what: str, plain: bool = False) -> None:
         self.trace, self.var, self.f, self.what = trace, var, f, what
+        self.plain = plain  # f is the identity: the uniform itself
 
     def _map(self, g: Callable[[Any], Any], what: str) -> SymScalar:
         f = self.f
@@ -219,7 +294,7 @@ class SymScalar:
             if getattr(other, "ndim", 0) > 0:  # a tensor: handled elementwise by __torch_function__
                 return NotImplemented
         f, cmp = self.f, _CMP[op]
-        return self.trace.split(self.var, lambda u: bool(cmp(f(u), other)), f"{op} {self.what}")
+        return self.trace.split(self.var, lambda u: bool(cmp(f(u), other)), f"{op} {self.what}", _near(self, other))
 
     def __lt__(self, o: Any) -> Any:
         return self._cmp(o, "lt")
@@ -379,7 +454,7 @@ class SymScalar:
 def _sym_uniform(trace: Trace, origin: str, low: Any = 0.0, high: Any = 1.0) -> SymScalar:
     var = trace.new_var(origin)
     if low == 0.0 and high == 1.0:
-        return SymScalar(trace, var, lambda u: u, origin)
+        return SymScalar(trace, var, lambda u: u, origin, plain=True)
     return SymScalar(trace, var, lambda u: low + (high - low) * u, origin)
 
 

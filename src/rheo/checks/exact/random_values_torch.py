@@ -67,6 +67,10 @@ _REFUSED = {
 }  # fmt: skip
 
 
+_RANDOM = {"rand", "rand_like", "uniform_", "exponential_", "multinomial", "bernoulli", "bernoulli_"} | _REFUSED
+_PLAIN: set = set()  # torch functions met whose name is none of _RANDOM's
+
+
 def _name(func: Any) -> str:
     return getattr(func, "__name__", str(func)).strip("_")
 
@@ -101,6 +105,7 @@ class SymTensor(torch.Tensor):
     _rheo_steps: list
     _rheo_vars: torch.Tensor
     _rheo_origin: str
+    _rheo_plain: bool  # the draw itself (no map applied): its comparisons' cuts lie beside the thresholds
 
     def _rheo_at(self, u: float) -> torch.Tensor:
         """The chain replayed with every element of the draw at value ``u``."""
@@ -114,6 +119,7 @@ class SymTensor(torch.Tensor):
         res = out.as_subclass(SymTensor)
         res._rheo_trace, res._rheo_base, res._rheo_shape = self._rheo_trace, self._rheo_base, self._rheo_shape
         res._rheo_steps, res._rheo_vars, res._rheo_origin = self._rheo_steps + [step], new_vars, self._rheo_origin
+        res._rheo_plain = False
         return res
 
     @classmethod
@@ -138,7 +144,11 @@ class SymTensor(torch.Tensor):
             return sym._searchsorted(func, args, kwargs)
         if name == "item":
             return SymScalar(
-                sym._rheo_trace, int(sym._rheo_vars.reshape(-1)[0]), lambda u: sym._rheo_at(u).item(), sym._rheo_origin
+                sym._rheo_trace,
+                int(sym._rheo_vars.reshape(-1)[0]),
+                lambda u: sym._rheo_at(u).item(),
+                sym._rheo_origin,
+                sym._rheo_plain,
             )
         if name == "tolist":
             return sym._tolist()
@@ -178,10 +188,38 @@ class SymTensor(torch.Tensor):
         def element(k: int) -> Callable[[float], bool]:
             return lambda u: bool(at(u)[k])
 
+        near = self._near(args, kwargs, shape)
+
+        def threshold(k: int) -> Callable[[], float | None] | None:
+            return None if near is None else lambda: near()[k]
+
         out = [
-            self._rheo_trace.split(var, element(k), f"{op} {self._rheo_origin}[{var}]") for k, var in enumerate(vars_b)
+            self._rheo_trace.split(var, element(k), f"{op} {self._rheo_origin}[{var}]", threshold(k))
+            for k, var in enumerate(vars_b)
         ]
         return torch.tensor(out, dtype=torch.bool, device=self._rheo_vars.device).reshape(shape)
+
+    def _near(self, args: tuple, kwargs: dict, shape: torch.Size) -> Callable[[], list[float | None]] | None:
+        """Each element's threshold, when asked, where the draw itself is compared with a
+        plain tensor or number (``Trace.split`` looks for the cut beside it first)."""
+        other = [a for a in args if a is not self]
+        if not self._rheo_plain or not self._rheo_trace.near_cuts or kwargs or len(args) != 2 or len(other) != 1:
+            return None
+        x, n = other[0], shape.numel()
+        values: list[float | None] = []
+
+        def near() -> list[float | None]:
+            if not values:
+                if isinstance(x, (int, float)):
+                    values.extend([float(x)] * n)
+                elif isinstance(x, torch.Tensor) and not isinstance(x, SymTensor) and x.is_floating_point():
+                    with torch._C.DisableTorchFunctionSubclass():
+                        values.extend(torch.broadcast_to(x.detach(), shape).reshape(-1).double().tolist())
+                else:
+                    values.extend([None] * n)
+            return values
+
+        return near
 
     def _searchsorted(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
         """Inverse CDF: each index is a nondecreasing step function of its variable,
@@ -287,7 +325,9 @@ def _race_weights(F: torch.Tensor, base: torch.Tensor, name: str) -> list[float]
     return None
 
 
-def _make_sym(trace: Trace, t: torch.Tensor, origin: str, base: Callable[[torch.Tensor], torch.Tensor]) -> SymTensor:
+def _make_sym(
+    trace: Trace, t: torch.Tensor, origin: str, base: Callable[[torch.Tensor], torch.Tensor], plain: bool = False
+) -> SymTensor:
     n = t.numel()
     first = len(trace.intervals)
     grid = MANTISSA_BITS.get(str(t.dtype).replace("torch.", ""), 53)  # torch.rand: k / 2^24 in float32
@@ -300,7 +340,7 @@ def _make_sym(trace: Trace, t: torch.Tensor, origin: str, base: Callable[[torch.
     t.__class__ = SymTensor
     sym: SymTensor = t  # type: ignore[assignment]  # the class was just set
     sym._rheo_trace, sym._rheo_base, sym._rheo_shape = trace, base, t.shape
-    sym._rheo_steps, sym._rheo_origin = [], f"{origin} at {_site()}"
+    sym._rheo_steps, sym._rheo_origin, sym._rheo_plain = [], f"{origin} at {_site()}", plain
     with torch._C.DisableTorchFunctionSubclass():
         sym._rheo_vars = torch.arange(first, first + n, device=t.device).reshape(t.shape)
     return sym
@@ -322,10 +362,22 @@ class RandomMode(TorchFunctionMode):
         self.trace = trace
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            plain = func in _PLAIN  # most calls: not random, answered at once
+        except TypeError:  # not hashable
+            plain = False
+        if plain:
+            return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name not in _RANDOM:
+            try:
+                _PLAIN.add(func)
+            except TypeError:  # looked up by name each time
+                pass
+            return func(*args, **kwargs)
         if name in ("rand", "rand_like"):
-            return _make_sym(self.trace, func(*args, **kwargs), f"torch.{name}", lambda u: u)
+            return _make_sym(self.trace, func(*args, **kwargs), f"torch.{name}", lambda u: u, plain=True)
         if name == "uniform_":
             a, b = float(_arg(args, kwargs, 1, "from", 0.0)), float(_arg(args, kwargs, 2, "to", 1.0))
             return _make_sym(self.trace, func(*args, **kwargs), "Tensor.uniform_", lambda u: a + (b - a) * u)

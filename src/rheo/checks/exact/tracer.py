@@ -51,6 +51,7 @@ from rheo.checks.exact.random_values import (
 )
 
 __all__ = [
+    "METHODS",
     "Leaf",
     "RunCap",
     "Trace",
@@ -167,11 +168,55 @@ class RunCap(Exception):
     """The enumeration needed more runs than allowed."""
 
 
+METHODS = ("fast", "replay")  # how enumerate_runs visits the runs (see there); "fast" is the default
+
+
 def enumerate_runs(
-    fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int], objects: tuple = ()
+    fn: Callable[[], Any],
+    roots: list[str],
+    max_runs: int,
+    counter: list[int],
+    objects: tuple = (),
+    method: str = "fast",
 ) -> Iterator[Leaf]:
     """Run ``fn`` under every combination of answers to its random choices (depth first).
-    ``counter[0]`` counts runs across calls; RunCap when it passes ``max_runs``."""
+    ``counter[0]`` counts runs across calls; RunCap when it passes ``max_runs``.
+
+    ``method="replay"`` (the first one): each run follows a script of answers and stops at
+    the first choice past it, which pushes one script per option; every run patches and
+    restores the random functions, and every split is bisected anew. ``method="fast"``: the
+    random functions are patched once for the whole enumeration and one ``Trace`` is reused;
+    a run takes the first option at each choice past its script and leaves the others for
+    later (so every run ends in a leaf); a split met again on replay reuses its cut (the
+    memo), and a cut beside the threshold a plain uniform is compared with is confirmed by
+    two answers instead of bisected. The leaves, their order and their probabilities are
+    the same whenever ``fn`` is deterministic given its draws and every comparison is
+    monotone in its random value (what the tracer assumes, and the probes check)."""
+    if method == "replay":
+        yield from _replayed(fn, roots, max_runs, counter, objects)
+        return
+    if method != "fast":
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    trace = Trace(near_cuts=True, pending=[], memo={})
+    leaves = []
+    stack: list[tuple[tuple[int, str], ...]] = [()]
+    with intercepted(trace, roots, objects):
+        while stack:
+            script = stack.pop()
+            counter[0] += 1
+            if counter[0] > max_runs:
+                raise RunCap(max_runs)
+            trace.restart(script)
+            result = fn()
+            leaves.append(Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend))
+            for group in trace.pending or ():  # each choice's other options, the last choice's on top
+                stack.extend(reversed(group))
+    yield from leaves
+
+
+def _replayed(
+    fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int], objects: tuple
+) -> Iterator[Leaf]:
     stack: list[tuple[tuple[int, str], ...]] = [()]
     while stack:
         script = stack.pop()
@@ -189,10 +234,12 @@ def enumerate_runs(
 
 
 def probe_runs(
-    fn: Callable[[], Any], roots: list[str], seed: int, count: int, objects: tuple = ()
+    fn: Callable[[], Any], roots: list[str], seed: int, count: int, objects: tuple = (), method: str = "replay"
 ) -> Iterator[tuple[tuple, Any]]:
     """``count`` runs with every choice answered at random and the global seeds of random,
-    numpy and torch scrambled: (script taken, result)."""
+    numpy and torch scrambled: (script taken, result). With ``method="fast"`` a cut beside
+    a threshold is confirmed instead of bisected (``enumerate_runs``); every probe is still
+    patched, seeded and traced on its own."""
     rng = np.random.default_rng(seed)
     torch = sys.modules.get("torch")
     saved = (_random.getstate(), np.random.get_state(), torch.random.get_rng_state() if torch else None)
@@ -201,9 +248,13 @@ def probe_runs(
             s = int(rng.integers(2**31))
             _random.seed(s)
             np.random.seed(s)
-            if torch is not None:
+            if torch is not None and method == "fast":  # CUDA's seeds too once it is in use (else a queued call each)
+                torch.random.default_generator.manual_seed(s)
+                if torch.cuda.is_initialized():
+                    torch.cuda.manual_seed_all(s)
+            elif torch is not None:
                 torch.manual_seed(s)
-            trace = Trace((), rng=rng)
+            trace = Trace((), rng=rng, near_cuts=method == "fast")
             with intercepted(trace, roots, objects):
                 result = fn()
             yield tuple(trace.taken), result
