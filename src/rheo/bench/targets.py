@@ -145,7 +145,10 @@ FASTPATH = (  # rheo bench fastpath (rheo.bench.fastpath)
 PER_CALL_TARGET_US = 1000.0  # rheo bench gate: the worker's cost per call, under 1 ms
 BATCHED_TARGET_CYCLES_60S = 1_000_000
 BATCHED_TARGET_TV = 0.006
-EXACT_SPEEDUP = 10.0  # rheo bench gate --exact: the fast exact certification over the replay one, V=8 D=3 K=4 R=10
+# rheo bench gate --exact: the fast exact certification over the replay one, V=8 D=3 K=4 R=10. The
+# replay path in the tree shares the per-run savings (patched once per part, call sites by frames), so
+# this ratio is below the one against the code before them (14x on the same case: docs/gate.md)
+EXACT_SPEEDUP = 8.0
 GATE = (  # rheo bench gate (rheo.bench.gate)
     Target("worker_overhead_per_call_us", "<", PER_CALL_TARGET_US),
     Target("batched_cycles_in_60s", ">=", BATCHED_TARGET_CYCLES_60S),
