@@ -139,7 +139,7 @@ def large_pool(seed: int = 0) -> list[dict[str, Any]]:
                 for f in FILTERS:
                     for dtk in sorted(dtks, key=lambda x: -1 if x is None else x):
                         variant = shape[:7] + (dtk, t, f) + shape[10:]
-                        out.append(large_case(variant, seed * 1000 + i))  # type: ignore[arg-type]
+                        out.append(large_case(variant, seed * 1000 + i))
     return out
 
 

@@ -223,13 +223,13 @@ def check_output_law(
     level: str = "quick",
     extra_cases: list[dict] | tuple = (),
     progress=None,
-    cases: list[dict] | None = None,
     min_cases: int = STATISTICAL_MIN_CASES,
     counted: Callable[..., Counter] | None = None,
     check: str = "output law",
     data_extra: dict | None = None,
     tv: float | None = None,
     time_budget: float | None = None,
+    cases: list[dict] | None = None,
 ) -> Outcome:
     """Losslessness, statistically (docs/spec.md §5): on ``cases`` (default
     ``output_law_cases(level)``; the gate passes the covering set of what the implementation
