@@ -317,6 +317,22 @@ def _cycle_law(
     return law, backend, bits
 
 
+def whole_law_tolerance(cert: Certificate, impl: Implementation, law: dict, bits: int, t0: float) -> float | None:
+    """The certificate's float tolerance (the implementation's ``exact_tolerance``, else by
+    the lowest precision compared, ``bits``; set on ``cert``), when the enumerated ``law``
+    sums to 1 within it; None, with the certificate saying so ("unsupported": some
+    randomness was not followed), when it does not."""
+    tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
+    cert.tolerance = tol
+    total = sum(law.values())
+    if math.isfinite(total) and abs(total - 1) <= tol:
+        return tol
+    cert.verdict = "unsupported"
+    cert.detail = f"the enumerated law sums to {total:.12g}, not 1: some randomness was not followed"
+    cert.seconds = time.perf_counter() - t0
+    return None
+
+
 def certify_implementation(
     impl: Implementation, case: dict, max_runs: int = MAX_RUNS, seed: int = 0, method: str = "fast"
 ) -> Certificate:
@@ -367,13 +383,8 @@ def certify_implementation(
         cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
         return cert
     cert.runs, cert.trees, cert.outputs = counter.runs, len(trees), len(law)
-    tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
-    cert.tolerance = tol
-    total = sum(law.values())
-    if not math.isfinite(total) or abs(total - 1) > tol:
-        cert.verdict = "unsupported"
-        cert.detail = f"the enumerated law sums to {total:.12g}, not 1: some randomness was not followed"
-        cert.seconds = time.perf_counter() - t0
+    tol = whole_law_tolerance(cert, impl, law, bits, t0)
+    if tol is None:
         return cert
     judged = judged_instance(impl, inst)
     dev = max_deviation(judged, dict(law))

@@ -11,7 +11,6 @@ statistical check (``rheo.checks.statistics.generation_law``) decides.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -21,8 +20,8 @@ import numpy as np
 
 from rheo.checks import parallel
 from rheo.checks.cases.generations import generation_cases
-from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
-from rheo.checks.exact.certify import _roots
+from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, Certificate
+from rheo.checks.exact.certify import _roots, whole_law_tolerance
 from rheo.checks.exact.tracer import RunCap, Unsupported, enumerate_runs, probe_runs
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.generation import call_generate, generation_config, generation_sequence_law, n_tokens_of
@@ -98,13 +97,8 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
         cert.runs, cert.seconds = runs[0], time.perf_counter() - t0
         return cert
     cert.runs, cert.outputs = runs[0], len(law)
-    tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
-    cert.tolerance = tol
-    total = sum(law.values())
-    if not math.isfinite(total) or abs(total - 1) > tol:
-        cert.verdict = "unsupported"
-        cert.detail = f"the enumerated law sums to {total:.12g}, not 1: some randomness was not followed"
-        cert.seconds = time.perf_counter() - t0
+    tol = whole_law_tolerance(cert, impl, law, bits, t0)
+    if tol is None:
         return cert
     try:
         target = generation_sequence_law(judged_instance(impl, inst), n)
