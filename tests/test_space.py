@@ -73,6 +73,11 @@ def test_greedy_only_and_nothing_supported():
     assert "supports 0 of" in str(none.shortfall(0))
 
 
+def test_the_pool_size_the_docs_state():
+    doc = Path(__file__).resolve().parents[1].joinpath("docs", "gate.md").read_text(encoding="utf-8")
+    assert f"asked on {len(space.candidate_configs()):,} candidate configurations" in doc
+
+
 def test_no_op_settings_count_as_off():
     base = {"vocab_size": 4, "policy": "rheo", "K": 2, "m": 0, "depth": 1, "beam": 2, "budget": 2, "temperature": "1"}
     assert space.dimensions({**base, "target_top_p": "1", "target_min_p": "0"})["target filters"] == "off"
