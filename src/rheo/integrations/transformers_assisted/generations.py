@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-
 from rheo.integrations.transformers_assisted.generators import (
     CODE_LIMIT,
     AssistedCandidateGenerator,
@@ -44,9 +42,7 @@ from rheo.integrations.transformers_assisted.generators import (
     PromptLookupCandidateGenerator,
     SinglePositionMultiTokenCandidateGenerator,
     chain_length,
-    generation_kwargs,
     is_chain,
-    one_thread,
 )
 from rheo.integrations.transformers_assisted.models import Logits, State, Tables
 
@@ -77,23 +73,7 @@ class WholeGeneration(GenerateCycle):
     def generate(self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float) -> list[int]:
         if not self.supports(config):
             raise NotImplementedError(f"{type(self).__name__} runs chains (K = 1, policy rheo, m = 0) only")
-        V, L, n = int(config["vocab_size"]), chain_length(config), int(config["n_tokens"])
-        built = self.built.get((V, L))
-        if built is None:
-            built = self.built[(V, L)] = self.build(V, L, State(V))
-        tables = Tables(V, draft_logits, target_logits, (), config.get("draft_top_k"))
-        prompt = self.prompt(tables, L)
-        built.state.tables = tables
-        self.reset(built)
-        root = len(tables.root)
-        with one_thread():
-            out = built.main.generate(
-                torch.tensor([prompt], dtype=torch.long),
-                max_length=root + n,
-                **generation_kwargs(config, temperature),
-                **built.generate_kwargs,
-            )
-        return [int(t) for t in out[0, root:].tolist()]
+        return self.run_generate(draft_logits, target_logits, config, temperature, int(config["n_tokens"]))
 
 
 class AssistedGeneration(WholeGeneration, AssistedCandidateGenerator):

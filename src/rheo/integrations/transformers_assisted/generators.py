@@ -180,6 +180,16 @@ class GenerateCycle:
     def cycle(self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float) -> list[int]:
         if not self.supports(config):
             raise NotImplementedError(f"{type(self).__name__} runs chains (K = 1, policy rheo, m = 0) only")
+        L = chain_length(config)
+        stop = StoppingCriteriaList([StopAfter(2 if self.prefill_first else 1)])
+        return self.run_generate(draft_logits, target_logits, config, temperature, L + 1, stopping_criteria=stop)
+
+    def run_generate(
+        self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float, new: int, **kwargs: Any
+    ) -> list[int]:
+        """The tokens after the prompt of one ``model.generate`` call of at most ``new`` new
+        tokens on these tables (the models built once per (V, L) and reused; ``kwargs``
+        passed on, e.g. the stopping criteria that end it after one cycle)."""
         V, L = int(config["vocab_size"]), chain_length(config)
         built = self.built.get((V, L))
         if built is None:
@@ -192,8 +202,8 @@ class GenerateCycle:
         with one_thread():
             out = built.main.generate(
                 torch.tensor([prompt], dtype=torch.long),
-                max_length=root + L + 1,
-                stopping_criteria=StoppingCriteriaList([StopAfter(2 if self.prefill_first else 1)]),
+                max_length=root + new,
+                **kwargs,
                 **generation_kwargs(config, temperature),
                 **built.generate_kwargs,
             )
