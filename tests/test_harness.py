@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rheo.checks.cases import space
 from rheo.checks.differential.decision_equality import check_decisions, compare_decisions
 from rheo.checks.protocol.inputs import float_instance
 from rheo.checks.protocol.judged import JudgedInstance, judged_instance
@@ -48,12 +49,15 @@ def test_correct_loop_implementation_passes(rheo_checker):
     rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
     decisions, exact, law, large = rheo_checker.check(LoopImplementation())
     assert large.name.startswith("impl: output law, beyond exact reach") and large.verdict == "pass", large.detail
-    assert exact.verdict == "pass" and exact.detail.startswith("lossless (exact) on 11 cases"), exact.detail
+    drawn = len(space.select(lambda c: True, "exact", "smoke").cases)  # the smoke matrix and the coverage cases
+    assert exact.verdict == "pass" and exact.detail.startswith(f"lossless (exact) on {drawn} cases"), exact.detail
+    assert "shortfall" not in exact.data and exact.data["coverage"]["depth"]["covered"] == ["1", "2", "3"]
     assert decisions.data["equal"] >= 150, decisions.detail
     assert decisions.detail.startswith("same decisions as the reference on")
-    assert law.name.startswith("impl: output law") and len(law.data["cases"]) == 3, law.detail
+    spread = len(space.select(lambda c: True, "statistical", "smoke").cases)
+    assert law.name.startswith("impl: output law") and len(law.data["cases"]) == spread, law.detail
     assert all(case["detectable_tv"] < 0.1 for case in law.data["cases"].values()), law.detail
-    assert law.detail.count(": lossless within detectable TV") == 3, law.detail
+    assert law.detail.count(": lossless within detectable TV") == spread, law.detail
 
 
 @pytest.mark.parametrize(
