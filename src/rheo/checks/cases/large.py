@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.cases.space import Selection, dimensions
+from rheo.checks.cases.space import Selection, dimensions, values_asked
 from rheo.reference.instance import Instance, Table
 from rheo.reference.params import Params, Prefix
 
@@ -160,14 +160,7 @@ def select_large(supports, level: str, seed: int = 0) -> Selection:
     quota = len(start)
     pool = large_pool(seed)
     answers = [bool(supports(c)) for c in pool]
-    supported: dict[str, set[str]] = {d: set() for d in LARGE_DIMS}
-    everything: dict[str, set[str]] = {d: set() for d in LARGE_DIMS}
-    for case, ok in zip(pool, answers):
-        for d, v in dimensions(case).items():
-            if d in everything:
-                everything[d].add(v)
-                if ok:
-                    supported[d].add(v)
+    supported, everything = values_asked(zip(pool, answers), LARGE_DIMS)
     chosen = [c for c in start if supports(c)]
     names = {c["name"] for c in chosen}
     covered = {(d, v) for c in chosen for d, v in dimensions(c).items() if d in LARGE_DIMS}
@@ -177,11 +170,7 @@ def select_large(supports, level: str, seed: int = 0) -> Selection:
         remaining = [c for c in remaining if c["name"] != best["name"]]
         chosen.append(best)
         covered |= {(d, v) for d, v in dimensions(best).items() if d in LARGE_DIMS}
-    limited = [d for d in LARGE_DIMS if len(supported[d]) == 1 and len(everything[d]) > 1]
-    refused = {d: everything[d] - supported[d] for d in LARGE_DIMS}
-    return Selection(
-        chosen, "beyond exact reach", quota, supported, refused, len(pool), sum(answers), limited, dims=LARGE_DIMS
-    )
+    return Selection.of(chosen, "beyond exact reach", quota, supported, everything, answers, LARGE_DIMS)
 
 
 def is_large(case: dict[str, Any]) -> bool:

@@ -259,6 +259,24 @@ class Selection:
     greedy_only: bool = False  # every supported candidate has T = 0
     dims: tuple[str, ...] = DIMENSIONS  # the dimensions reported
 
+    @classmethod
+    def of(
+        cls,
+        cases: list[dict],
+        purpose: str,
+        quota: int,
+        supported: dict[str, set[str]],
+        everything: dict[str, set[str]],
+        answers: list[bool],
+        dims: tuple[str, ...],
+        greedy_only: bool = False,
+    ) -> Selection:
+        """The selection of ``cases``, its refused values and limiting dimensions derived
+        from what was ``supported`` of ``everything`` asked (``values_asked``)."""
+        limited = [d for d in dims if len(supported[d]) == 1 and len(everything[d]) > 1]
+        refused = {d: everything[d] - supported[d] for d in dims}
+        return cls(cases, purpose, quota, supported, refused, len(answers), sum(answers), limited, greedy_only, dims)
+
     def coverage(self, compared: Iterable[dict] | None = None) -> dict[str, dict[str, list[str]]]:
         """Per dimension (of ``dims``): the values ``covered`` by ``compared`` (default:
         every chosen case), ``supported`` and ``refused``, in ``VALUES`` order (a value
@@ -283,6 +301,20 @@ class Selection:
             dims = ", ".join(f"{d} (only {', '.join(sorted(self.supported[d]))})" for d in self.limited_by)
             return f"{why}: the supported space is smaller, limited by {dims}"
         return f"{why}: the implementation supports {self.supported_configs} of {self.candidates} configurations"
+
+
+def values_asked(asked: Iterable[tuple[dict, bool]], dims: tuple[str, ...]):
+    """(supported, everything): per dimension of ``dims``, the values of the asked cases
+    ``supports`` accepted, and of all asked (pairs of a case and its answer)."""
+    supported: dict[str, set[str]] = {d: set() for d in dims}
+    everything: dict[str, set[str]] = {d: set() for d in dims}
+    for case, ok in asked:
+        for d, v in dimensions(case).items():
+            if d in everything:
+                everything[d].add(v)
+                if ok:
+                    supported[d].add(v)
+    return supported, everything
 
 
 def ordered(dim: str, values: Iterable[str]) -> list[str]:
@@ -322,15 +354,9 @@ def select(
     pool = candidate_configs()
     answers = [bool(supports(cfg)) for cfg in pool]
     ok_cfgs = [cfg for cfg, a in zip(pool, answers) if a]
-    supported: dict[str, set[str]] = {d: set() for d in DIMENSIONS}
-    everything: dict[str, set[str]] = {d: set() for d in DIMENSIONS}
-    for cfg, a in zip(pool, answers):
-        if purpose == "statistical" and temperature_class(cfg["temperature"]) == "0":
-            continue  # a statistical case never has T = 0: its law is a point mass
-        for d, v in dimensions(cfg).items():
-            everything[d].add(v)
-            if a:
-                supported[d].add(v)
+    # a statistical case never has T = 0 (its law is a point mass): those values are not its to cover
+    asked = [(c, a) for c, a in zip(pool, answers) if purpose == "exact" or temperature_class(c["temperature"]) != "0"]
+    supported, everything = values_asked(asked, DIMENSIONS)
     greedy_only = bool(ok_cfgs) and all(temperature_class(c["temperature"]) == "0" for c in ok_cfgs)
     if purpose == "statistical":
         ok_cfgs = [c for c in ok_cfgs if _stat_ok(c)]
@@ -382,11 +408,9 @@ def select(
         best = max(sample, key=lambda c: (len(_pairs(c.dims) - pairs), -c.cost, order[id(c)]))
         remaining.remove(best)
         take(best.case())
-    limited = [d for d in DIMENSIONS if len(supported[d]) == 1 and len(everything[d]) > 1]
-    refused = {d: everything[d] - supported[d] for d in DIMENSIONS}
     names: dict[str, int] = {}
     for case in chosen:
         k = names[case["name"]] = names.get(case["name"], 0) + 1
         if k > 1:
             case["name"] += f" #{k}"
-    return Selection(chosen, purpose, quota, supported, refused, len(pool), sum(answers), limited, greedy_only)
+    return Selection.of(chosen, purpose, quota, supported, everything, answers, DIMENSIONS, greedy_only)

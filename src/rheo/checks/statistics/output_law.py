@@ -184,14 +184,15 @@ def law_line(name: str, res: GofResult, shown: str, refuted: str) -> str:
     )
 
 
-def gof_json(res: GofResult) -> dict:
+def gof_json(res: GofResult, outcome: Callable[[Any], Any] = list) -> dict:
+    """One chi-square's JSON; ``outcome`` writes an impossible outcome (a sequence: a list)."""
     return {
         "reject": res.reject,
         "p_value": res.p_value,
         "chi2": res.statistic,
         "bins": res.bins,
         "detectable_tv": res.detectable_tv,
-        "impossible": [list(o) for o in res.impossible[:5]],
+        "impossible": [outcome(o) for o in res.impossible[:5]],
     }
 
 

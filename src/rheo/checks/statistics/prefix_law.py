@@ -40,7 +40,7 @@ from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import GofResult, gof
-from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, metered_shards
+from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, gof_json, metered_shards
 from rheo.checks.statistics.sizing import Budget, Sizing, sized_counts
 from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
@@ -242,15 +242,9 @@ def check_prefix_law(
 
 
 def test_json(r: GofResult) -> dict:
-    return {
-        "reject": r.reject,
-        "p_value": r.p_value,
-        "chi2": r.statistic,
-        "bins": r.bins,
-        "n": r.n,
-        "detectable_tv": r.detectable_tv,
-        "impossible": [int(x) for x in r.impossible[:5]],
-    }
+    """``output_law.gof_json`` of one token's test, with its sample size; the impossible
+    outcomes are tokens."""
+    return {**gof_json(r, int), "n": r.n}
 
 
 def _case_line(name: str, n: int, results: list, bad: list) -> str:
