@@ -37,6 +37,7 @@ class Certificate:
     outputs: int = 0
     seconds: float = 0.0
     law: dict[tuple[int, ...], float] = field(default_factory=dict)
+    draws: str = "symbolic"  # how the implementation's draws were followed: "symbolic" or "concrete" (a kernel, ...)
 
     @property
     def name(self) -> str:
@@ -48,6 +49,7 @@ class Certificate:
                 f"{self.name}: {self.verdict} (exact): deviation {self.deviation:.3g} (tolerance {self.tolerance:g}; "
                 f"{self.backend_deviation:.3g} with the generators' grids), "
                 f"{self.runs} runs, {self.trees} trees, {self.seconds:.2f} s"
+                + (", concrete draws" if self.draws == "concrete" else "")
             )
         return f"{self.name}: {self.verdict}: {self.detail}"
 
@@ -66,4 +68,5 @@ class Certificate:
             "trees": self.trees,
             "outputs": self.outputs,
             "seconds": round(self.seconds, 3),
+            "draws": self.draws,
         }

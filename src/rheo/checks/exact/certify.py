@@ -29,7 +29,7 @@ from rheo.checks.exact.tracer import (
     intercepted,
     probe_runs,
 )
-from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_verify
+from rheo.checks.protocol.calls import call_build_tree, call_cycle, call_cycle_rows, call_verify
 from rheo.checks.protocol.inputs import (
     KIND_NAMES,
     law_instance,
@@ -291,10 +291,44 @@ def _walk_law(
 
 def _cycle_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, dict, int]:
+) -> tuple[dict, dict, int, str]:
     """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
-    backend law beside it, and the lowest precision compared: every run of its intercepted
-    draws, as for a verifier with its own randomness."""
+    backend law beside it, the lowest precision compared, and how the draws were followed
+    ("symbolic", or "concrete" where the symbolic tracer could not follow them: a kernel, an
+    in-place operation, ``.item()``; ``rheo.checks.exact.concrete``)."""
+    runs_before = counter.runs
+    try:
+        return (*_symbolic_cycle_law(impl, inst, roots, counter, rng, method), "symbolic")
+    except Unsupported as e:
+        symbolic = str(e)
+    if "torch" not in sys.modules:
+        raise Unsupported(symbolic)
+    from rheo.checks.exact.concrete import concrete_law  # needs torch
+
+    counter.runs = runs_before
+    batch = getattr(impl.obj, "cycle_batch", None)
+    call_rows = None
+    if callable(batch):
+
+        def call_rows(rows: int) -> list[tuple]:
+            return call_cycle_rows(impl, inst, rows)
+
+    try:
+        leaves, runs, bits = concrete_law(
+            lambda: call_cycle(impl, inst), call_rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31))
+        )
+    except Unsupported as e:
+        raise Unsupported(f"{e} (the symbolic tracer stopped first: {symbolic})") from None
+    counter.runs += runs
+    law: dict[tuple, float] = defaultdict(float)
+    for prob, out in leaves:
+        law[out] += prob
+    return law, law, bits, "concrete"
+
+
+def _symbolic_cycle_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
+) -> tuple[dict, dict, int]:
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
@@ -355,7 +389,8 @@ def certify_implementation(
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
         if impl.runs_cycles:
-            law, law_backend, bits = _cycle_law(impl, inst, roots, counter, rng, method)
+            law, law_backend, bits, followed = _cycle_law(impl, inst, roots, counter, rng, method)
+            cert.draws = followed
         probes = max(2, PROBES // max(1, len(trees)))
         for w_tree, tree, w_backend in trees.values():
             walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method)

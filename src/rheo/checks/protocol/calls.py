@@ -6,6 +6,8 @@ answer read strictly (``rheo.checks.protocol.outputs``): ``build_tree``, ``verif
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rheo.checks.protocol.inputs import (
@@ -69,14 +71,37 @@ def call_cycle(impl: Implementation, inst: Instance) -> tuple:
         protocol_config(inst),
         inst.config.temperature.value,
     )
-    tokens = tuple(int_column(field_of(res, "tokens") if isinstance(res, dict) else res, "tokens"))
+    return _cycle_tokens(inst, res)
+
+
+def _cycle_tokens(inst: Instance, res: Any, what: str = "tokens") -> tuple:
+    tokens = tuple(int_column(field_of(res, "tokens") if isinstance(res, dict) else res, what))
     L = inst.seq_len
     if not 1 <= len(tokens) <= L:
-        raise BadOutput(f"tokens: {shortened(list(tokens))} must hold 1 to depth + 1 = {L} tokens, got {len(tokens)}")
+        raise BadOutput(f"{what}: {shortened(list(tokens))} must hold 1 to depth + 1 = {L} tokens, got {len(tokens)}")
     for t in tokens:
         if not 0 <= t < inst.n:
-            raise BadOutput(f"tokens: {t} is outside the vocabulary 0..{inst.n - 1}")
+            raise BadOutput(f"{what}: {t} is outside the vocabulary 0..{inst.n - 1}")
     return tokens
+
+
+def call_cycle_rows(impl: Implementation, inst: Instance, rows: int) -> list[tuple]:
+    """``cycle_batch``: ``rows`` copies of one cycle in one call of the engine (each row its
+    own draws, row r's the r-th slice of every draw; ``rheo.checks.exact.concrete``), each
+    row's tokens checked as ``call_cycle`` checks them."""
+    res = watched(
+        "cycle_batch",
+        inst,
+        impl.obj.cycle_batch,
+        draft_logits_fn(inst),
+        target_logits_fn(inst),
+        protocol_config(inst),
+        inst.config.temperature.value,
+        rows,
+    )
+    if not isinstance(res, (list, tuple)) or len(res) != rows:
+        raise BadOutput(f"cycle_batch: must return a list of {rows} token lists (one per row), got {shortened(res)}")
+    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens") for i, r in enumerate(res)]
 
 
 def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:
