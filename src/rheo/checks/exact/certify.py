@@ -138,8 +138,9 @@ def _handed(impl: Implementation, roots: list[str], method: str) -> Iterator[Cal
 
 
 def _tree_law(
-    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, int]:
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str,
+    followed: list[str],
+) -> tuple[dict, int]:  # fmt: skip
     """{tree key: (probability, tree dict)} and the lowest precision compared."""
     trees: dict[tuple, list] = {}
     bits = 53
@@ -173,6 +174,24 @@ def _tree_law(
             add(prob, built[key])
         return trees, bits
     fixed = _draw_uniforms(inst, np.full(E, 0.5))
+    runs_before = counter.runs
+    try:
+        return _symbolic_tree_law(impl, inst, roots, counter, rng, method, fixed, E, add, trees, bits)
+    except Unsupported as e:
+        symbolic = str(e)
+    counter.runs = runs_before
+    trees.clear()
+    leaves, bits = _concrete(symbolic, lambda: call_build_tree(impl, inst, fixed), None, counter, rng)
+    for prob, t in leaves:
+        add(prob, t)
+    followed.append("concrete")
+    return trees, bits
+
+
+def _symbolic_tree_law(
+    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str,
+    fixed: Uniforms, E: int, add: Callable[..., None], trees: dict, bits: int,
+) -> tuple[dict, int]:  # fmt: skip
     seen: dict[tuple, tuple] = {}
     runs = [0]
     for leaf in enumerate_runs(
@@ -234,11 +253,11 @@ def _walk_law(
     rng,
     probes: int,
     method: str,
+    followed: list[str],
 ) -> tuple[dict, dict, int]:
     """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
     uniform on its generator's grid (the backend law), and the lowest precision compared."""
     law: dict[tuple, float] = defaultdict(float)
-    backend: dict[tuple, float] = defaultdict(float)
     if not impl.verifies:
         labelled = LabelledTree(
             (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
@@ -263,6 +282,25 @@ def _walk_law(
             law[tokens] += prob
         return law, law, 53
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
+    runs_before = counter.runs
+    try:
+        return _symbolic_walk_law(impl, inst, tree, roots, counter, rng, probes, method, fixed, n)
+    except Unsupported as e:
+        symbolic = str(e)
+    counter.runs = runs_before
+    leaves, bits = _concrete(symbolic, lambda: call_verify(impl, inst, tree, fixed), None, counter, rng)
+    for prob, result in leaves:
+        law[result[0]] += prob
+    followed.append("concrete")
+    return law, law, bits
+
+
+def _symbolic_walk_law(
+    impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int,
+    method: str, fixed: Uniforms, n: int,
+) -> tuple[dict, dict, int]:  # fmt: skip
+    law: dict[tuple, float] = defaultdict(float)
+    backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
@@ -301,29 +339,36 @@ def _cycle_law(
         return (*_symbolic_cycle_law(impl, inst, roots, counter, rng, method), "symbolic")
     except Unsupported as e:
         symbolic = str(e)
-    if "torch" not in sys.modules:
-        raise Unsupported(symbolic)
-    from rheo.checks.exact.concrete import concrete_law  # needs torch
-
     counter.runs = runs_before
-    batch = getattr(impl.obj, "cycle_batch", None)
-    call_rows = None
-    if callable(batch):
+    rows = None
+    if callable(getattr(impl.obj, "cycle_batch", None)):
 
-        def call_rows(rows: int) -> list[tuple]:
-            return call_cycle_rows(impl, inst, rows)
+        def rows(n: int) -> list[tuple]:
+            return call_cycle_rows(impl, inst, n)
 
-    try:
-        leaves, runs, bits = concrete_law(
-            lambda: call_cycle(impl, inst), call_rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31))
-        )
-    except Unsupported as e:
-        raise Unsupported(f"{e} (the symbolic tracer stopped first: {symbolic})") from None
-    counter.runs += runs
+    leaves, bits = _concrete(symbolic, lambda: call_cycle(impl, inst), rows, counter, rng)
     law: dict[tuple, float] = defaultdict(float)
     for prob, out in leaves:
         law[out] += prob
     return law, law, bits, "concrete"
+
+
+def _concrete(
+    symbolic: str, call: Callable[[], Any], rows: Callable[[int], list] | None, counter: CallCounter, rng
+) -> tuple[list[tuple[float, Any]], int]:
+    """The leaves (probability, result) of ``call`` with its torch draws given concrete values
+    (``rheo.checks.exact.concrete``), after the symbolic tracer stopped with ``symbolic``: the
+    refusal names both when this cannot follow them either."""
+    if "torch" not in sys.modules:
+        raise Unsupported(symbolic)
+    from rheo.checks.exact.concrete import concrete_law  # needs torch
+
+    try:
+        leaves, runs, bits = concrete_law(call, rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31)))
+    except Unsupported as e:
+        raise Unsupported(f"{e} (the symbolic tracer stopped first: {symbolic})") from None
+    counter.runs += runs
+    return leaves, bits
 
 
 def _symbolic_cycle_law(
@@ -385,15 +430,16 @@ def certify_implementation(
     counter = CallCounter(max_runs)
     rng = np.random.default_rng(seed)
     try:
-        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method)
+        followed: list[str] = []
+        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method, followed)
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
         if impl.runs_cycles:
-            law, law_backend, bits, followed = _cycle_law(impl, inst, roots, counter, rng, method)
-            cert.draws = followed
+            law, law_backend, bits, how = _cycle_law(impl, inst, roots, counter, rng, method)
+            cert.draws = how
         probes = max(2, PROBES // max(1, len(trees)))
         for w_tree, tree, w_backend in trees.values():
-            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method)
+            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method, followed)
             bits = min(bits, b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr
@@ -418,6 +464,8 @@ def certify_implementation(
         cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
         return cert
     cert.runs, cert.trees, cert.outputs = counter.runs, len(trees), len(law)
+    if followed:
+        cert.draws = "concrete"
     tol = whole_law_tolerance(cert, impl, law, bits, t0)
     if tol is None:
         return cert

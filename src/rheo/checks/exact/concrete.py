@@ -351,7 +351,15 @@ class ConcreteLaw:
     def _key(self, point: dict[int, Any]) -> tuple:
         return tuple(sorted(point.items()))
 
-    def eval(self, points: list[dict[int, Any]]) -> list[Run]:
+    def eval(self, points: list[dict[int, Any]], fresh: bool = False) -> list[Run]:
+        """The runs at ``points`` (memoized; ``fresh``: run again, as the probes must, so
+        that randomness the mode does not answer shows)."""
+        if fresh:
+            out: list[Run] = []
+            for i in range(0, len(points), self.batch):
+                self.calls += 1
+                out += self.evaluate_raw(points[i : i + self.batch])
+            return out
         todo: list[dict[int, Any]] = []
         for p in points:
             k = self._key(p)
@@ -619,8 +627,16 @@ class ConcreteLaw:
                     else:
                         point[b.id] = int(self.rng.integers(b.size))
             probes.append((point, leaf))
-        _scramble(int(self.rng.integers(2**31)))
-        runs = self.eval([p for p, _ in probes])
+        runs = []
+        saved = (_random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+        try:
+            for point, _ in probes:  # one at a time, each with the uncontrolled seeds scrambled
+                _scramble(int(self.rng.integers(2**31)))
+                runs += self.eval([point], fresh=True)
+        finally:  # the process's own random state is left as it was
+            _random.setstate(saved[0])
+            np.random.set_state(saved[1])
+            torch.random.set_rng_state(saved[2])
         for (point, leaf), run in zip(probes, runs):
             if _h(run.output) != _h(leaf.output):
                 raise self._culprit(point, leaf)
