@@ -343,8 +343,10 @@ class ConcreteLaw:
 
     def __init__(self, evaluate: Evaluate, layout: Layout, batch: int, rng: np.random.Generator) -> None:
         self.evaluate_raw, self.layout, self.batch, self.rng = evaluate, layout, max(1, batch), rng
+        self.width = self.batch  # points per interval and round of a bisection (``concrete_law`` sets it)
         self.memo: dict[tuple, Run] = {}
         self.calls = 0
+        self.cuts: dict[Any, list[int]] = {}  # per block (and race token): the cuts found so far, tried first
 
     # evaluation, memoized, in batches
 
@@ -398,14 +400,18 @@ class ConcreteLaw:
             unfixed = [b for b in self.layout.blocks[i:] if b.id not in point]
             if not unfixed:
                 break
-            scans = [(b, self._scan_points(b, point, here.weights)) for b in unfixed]
-            runs = self.eval([p for _, ps in scans for p in ps])
-            k = 0
-            for b, ps in scans:
-                outs = [r.output for r in runs[k : k + len(ps)]]
-                k += len(ps)
-                if any(o != here.output for o in outs) or (b.kind == "cat" and len(set(map(_h, outs))) > 1):
-                    return self._split(b, {**point, b.id: self._value(b, point, here.weights)}, here, depth)
+            # every block's answers in one call where rows are cheap; else one block at a time, stopping
+            # at the first that matters
+            groups = [unfixed] if self.width > 1 else [[b] for b in unfixed]
+            for group in groups:
+                scans = [(b, self._scan_points(b, point, here.weights)) for b in group]
+                runs = self.eval([p for _, ps in scans for p in ps])
+                k = 0
+                for b, ps in scans:
+                    outs = [_h(r.output) for r in runs[k : k + len(ps)]]
+                    k += len(ps)
+                    if any(o != _h(here.output) for o in outs):
+                        return self._split(b, {**point, b.id: self._value(b, point, here.weights)}, here, depth)
             i = len(self.layout.blocks)
         return Node(None, output=here.output, point=dict(point))
 
@@ -421,20 +427,44 @@ class ConcreteLaw:
         return node
 
     def _split_uniform(self, b: Block, point: dict[int, Any]) -> Node:
+        """The cells of uniform ``b`` at ``point``: the grid indices where the output changes,
+        each found by bisection. Cuts this block had at other points are tried first (two
+        answers confirm one), and the midpoints are float32 values while there are any in
+        between, then the grid neighbours of the two float32 ends (a threshold computed in
+        float32 puts the cut there): a few answers instead of 53 where that holds."""
         top = (1 << b.grid) - 1
+        scale = 2.0**b.grid
+        seen = self.cuts.setdefault(b.id, [])
 
-        def out(k: int) -> Any:
-            return self.eval([{**point, b.id: k}])[0].output
+        def mid(a: int, c: int) -> list[int]:
+            m = (a + c) // 2
+            if b.grid > 24:
+                k = int(float(np.float32(m / scale)) * scale)
+                if a < k < c:
+                    return [k]
+                if int(float(np.float32(a / scale)) * scale) == a and c - a > 2:  # no float32 between: its neighbours
+                    return [a + 1, c - 1]
+            return [m]
 
-        # intervals [a, c] of grid indices whose ends differ, narrowed together until adjacent
-        known = {0: out(0), top: out(top)}
+        known = {0: None, top: None}
+        for k, r in zip(known, self.eval([{**point, b.id: k} for k in known])):
+            known[k] = r.output
         pending = [(0, top)] if _h(known[0]) != _h(known[top]) else []
+        tried: set[tuple[int, int]] = set()
         while pending:
-            per = max(1, (self.batch - 1) // len(pending)) if self.batch > 1 else 1
-            asks = []
+            asks: list[int] = []
             for a, c in pending:
-                n = min(per, c - a - 1)
-                asks += [a + (c - a) * (j + 1) // (n + 1) for j in range(n)]
+                guesses = [g for g in seen if a < g <= c and (a, c) not in tried]
+                tried.add((a, c))
+                if guesses:
+                    asks += [x for g in guesses[-4:] for x in (g - 1, g) if a < x < c or x == g]
+                    continue
+                per = max(1, (self.width - 1) // len(pending))
+                if per == 1:
+                    asks += mid(a, c)
+                else:
+                    n = min(per, c - a - 1)
+                    asks += [a + (c - a) * (j + 1) // (n + 1) for j in range(n)]
             asks = sorted(set(asks) - set(known))
             for k, r in zip(asks, self.eval([{**point, b.id: k} for k in asks])):
                 known[k] = r.output
@@ -447,8 +477,10 @@ class ConcreteLaw:
             pending = nxt
         keys = sorted(known)
         cuts = [0] + [y for x, y in zip(keys, keys[1:]) if _h(known[x]) != _h(known[y])] + [top + 1]
+        for c in cuts[1:-1]:
+            if c not in seen:
+                seen.append(c)
         node = Node(b.id, uniform_cuts=[])
-        scale = 2.0**b.grid
         for a, c in zip(cuts, cuts[1:]):
             node.parts.append(((c - a) / scale, a + (c - a - 1) // 2, node))
             assert node.uniform_cuts is not None
@@ -468,7 +500,7 @@ class ConcreteLaw:
         others = [j for j in range(V) if _h(low[j]) != _h(base_out)]
         w = [0.0] * V
         alone: list[Callable[[float], dict]] = [functools.partial(at, j) for j in others]
-        for j, c in zip(others, self._cuts_race(alone, b, base_out)):
+        for j, c in zip(others, self._cuts_race(alone, b, base_out, [(b.id, "alone", j) for j in others])):
             w[j] = c
         lead = max(others, key=lambda j: w[j])
         if w[lead] <= 0:
@@ -480,7 +512,7 @@ class ConcreteLaw:
         against: list[Callable[[float], dict]] = [
             functools.partial(lambda j, E: at(j, E, tuple(lead_row)), j) for j in same
         ]
-        cuts = self._cuts_race(against, b, lead_out, ends=True)
+        cuts = self._cuts_race(against, b, lead_out, [(b.id, "against", lead, j) for j in same], ends=True)
         for j, c in zip(same, cuts):
             w[j] = 4 * c
         total = sum(w)
@@ -497,10 +529,13 @@ class ConcreteLaw:
             node.groups.append(members)
         return node
 
-    def _cuts_race(self, fns: list[Callable[[float], dict]], b: Block, far: Any, ends: bool = False) -> list[float]:
+    def _cuts_race(
+        self, fns: list[Callable[[float], dict]], b: Block, far: Any, keys: list[Any], ends: bool = False
+    ) -> list[float]:
         """For each fn: the least E in [DELTA, 1] (over the floats of the draw's dtype) at which
         fn(E)'s output is ``far`` (the output at E = 1); 0.0 when fn(DELTA) is already ``far``
-        (``ends``: a token too light to win even at DELTA)."""
+        (``ends``: a token too light to win even at DELTA). The cuts found before under the same
+        key (the block, the pass, the token) are tried first: two answers confirm one."""
         lo_bits, hi_bits = _to_bits(DELTA, b.grid), _to_bits(1.0, b.grid)
         state = [[lo_bits, hi_bits] for _ in fns]
         outs_lo = [r.output for r in self.eval([f(DELTA) for f in fns])]
@@ -511,16 +546,22 @@ class ConcreteLaw:
                 if not ends:
                     raise self._not_race(b, "an exponential's cut could not be found")
                 done[i] = True
+        first = True
         while not all(done):
             live = [i for i in range(len(fns)) if not done[i] and state[i][1] - state[i][0] > 1]
             if not live:
                 break
-            per = max(1, (self.batch - 1) // len(live)) if self.batch > 1 else 1
+            per = max(1, (self.width - 1) // len(live))
             asks: list[tuple[int, int]] = []
             for i in live:
                 a, c = state[i]
+                guesses = [g for g in self.cuts.get(keys[i], []) if a < g - 1 and g < c] if first else []
+                if guesses:
+                    asks += [(i, x) for g in guesses[-4:] for x in (g - 1, g)]
+                    continue
                 n = min(per, c - a - 1)
                 asks += [(i, a + (c - a) * (j + 1) // (n + 1)) for j in range(n)]
+            first = False
             runs = self.eval([fns[i](_from_bits(k, b.grid)) for i, k in asks])
             by: dict[int, list[tuple[int, Any]]] = {}
             for (i, k), r in zip(asks, runs):
@@ -541,6 +582,9 @@ class ConcreteLaw:
         for i in range(len(fns)):
             if res[i] == 0.0 and _h(outs_lo[i]) != _h(far):
                 res[i] = _from_bits(state[i][1], b.grid)
+                seen = self.cuts.setdefault(keys[i], [])
+                if state[i][1] not in seen:
+                    seen.append(state[i][1])
         return res
 
     def _not_race(self, b: Block, why: str) -> Unsupported:
@@ -684,6 +728,27 @@ def _scramble(seed: int) -> None:
     torch.random.default_generator.manual_seed(seed)
 
 
+def _width(law: ConcreteLaw) -> int:
+    """How many points per interval and round a bisection asks for in one call: the count
+    that costs least per bit of the cut, from the time of a call of one point and of eight
+    (a batched engine on a CPU pays per row, on a GPU per call)."""
+    import time
+
+    def timed(n: int) -> float:
+        pts = [{-1: i} for i in range(n)]  # block -1 does not exist: the default values, n rows
+        t0 = time.perf_counter()
+        law.eval(pts, fresh=True)
+        return time.perf_counter() - t0
+
+    one, eight = timed(1), timed(8)
+    if law.batch == 1:  # the engine did not take the rows
+        return 1
+    per_row = max(0.0, (eight - one) / 7)
+    fixed = max(1e-9, one - per_row)
+    best = min((1, 3, 7, 15, 31, 63), key=lambda r: (fixed + per_row * r) / math.log2(r + 1))
+    return min(best, law.batch)
+
+
 def concrete_law(
     call: Callable[[], Any],
     call_rows: Callable[[int], list[Any]] | None,
@@ -739,6 +804,7 @@ def concrete_law(
     law.eval([{}])
     if not state["rows"]:
         law.batch = 1
+    law.width = _width(law) if law.batch > 1 else 1
     root = law.build({})
     if not state["rows"]:
         law.batch = 1
