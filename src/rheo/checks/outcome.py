@@ -35,6 +35,7 @@ class Profile:
     impl_prefix_cycles: int = 0  # prefix law (cases beyond exact reach): cycles per case (rheo gate --cycles)
     impl_tv: float | None = None  # rheo gate --tv: statistical cases sized to detect this TV (None: fixed cycles)
     impl_time_budget: float | None = None  # rheo gate --time-budget: seconds per statistical check (None: none)
+    impl_exact_budget: float | None = None  # rheo gate --exact-budget: seconds of exact certification past its minimum
 
 
 PROFILES = {
@@ -52,6 +53,7 @@ PROFILES = {
         impl_batched_cycles=1_000_000,
         impl_large_vocab_cycles=20_000,
         impl_prefix_cycles=QUICK_PREFIX_CYCLES,
+        impl_exact_budget=300.0,
     ),
     "deep": Profile(
         "deep",
@@ -84,6 +86,7 @@ PROFILES = {
         impl_batched_cycles=20_000,
         impl_large_vocab_cycles=2_000,
         impl_prefix_cycles=300,
+        impl_exact_budget=60.0,
     ),
 }
 FAMILY_ALPHA = 1e-6  # false-positive budget of each statistical check, split over its cases

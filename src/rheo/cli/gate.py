@@ -138,6 +138,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the smaller count of the two (the report says whether D was reached). --timeout still bounds the run",
     )
     gate.add_argument(
+        "--exact-budget",
+        metavar="SECONDS",
+        type=float,
+        help="with --impl: exact certification certifies its 8 cheapest cases always, then starts the others "
+        "only while SECONDS last (default: the profile's; quick 300, smoke 60, deep no limit); the cases not "
+        "reached are named in the report, and the coverage counts only the cases certified",
+    )
+    gate.add_argument(
         "--ray",
         nargs="?",
         const="local",
@@ -215,7 +223,9 @@ def _sizing_problem(args) -> str | None:
 
 
 def cmd_gate(args) -> int:
-    for flag in ("replay", "cases", "cycles", "tv", "time_budget", "call_timeout", "timeout", "memory_limit"):
+    for flag in (
+        "replay", "cases", "cycles", "tv", "time_budget", "exact_budget", "call_timeout", "timeout", "memory_limit",
+    ):  # fmt: skip
         if getattr(args, flag) is not None and args.impl is None:
             return fail(f"--{flag.replace('_', '-')}: give the implementation too (--impl MODULE:OBJECT)")
     if args.replay is not None and (
@@ -228,13 +238,14 @@ def cmd_gate(args) -> int:
         or args.ray
         or args.tv is not None
         or args.time_budget is not None
+        or args.exact_budget is not None
     ):
         return fail(
             "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases, --cycles, "
-            "--tv, --time-budget and --ray do not apply to it"
+            "--tv, --time-budget, --exact-budget and --ray do not apply to it"
         )
     args.profile = args.profile or "quick"
-    for name in ("call-timeout", "timeout", "memory-limit"):
+    for name in ("call-timeout", "timeout", "memory-limit", "exact-budget"):
         problem = _positive(name, getattr(args, name.replace("-", "_")))
         if problem:
             return fail(problem)
@@ -289,6 +300,8 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
             profile, impl_cycles=args.cycles, impl_batched_cycles=args.cycles, impl_prefix_cycles=args.cycles
         )
     profile = dataclasses.replace(profile, impl_tv=args.tv, impl_time_budget=args.time_budget)
+    if args.exact_budget is not None:
+        profile = dataclasses.replace(profile, impl_exact_budget=args.exact_budget)
     provides = ""
     if args.impl is not None:
         if args.replay:

@@ -5,6 +5,7 @@ implementation is not lossless on, shrunk; ``replay_exact`` reruns a saved certi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -27,6 +28,13 @@ from rheo.progress import Meter
 from rheo.reference.params import Params
 
 SEARCH_POOL = 600  # configurations drawn before the search; the small ones the implementation supports are searched
+EXACT_MINIMUM = 8  # cases always certified (the cheapest), whatever the budget
+
+
+def cost(case: dict) -> int:
+    """A case's rough enumeration size, to certify the cheapest first under a budget: V to the
+    number of sampled levels, times K."""
+    return int(case["vocab_size"]) ** int(min(case["depth"], case.get("budget") or case["depth"])) * int(case["K"])
 
 
 def search_strategy(impl: Implementation, seed: int = 0):
@@ -84,8 +92,11 @@ def without_no_ops(impl: Implementation, case: dict, max_runs: int = MAX_RUNS) -
     return simpler if certify_implementation(impl, simpler, max_runs).verdict == "not lossless" else case
 
 
-def exact_case(ref: Implementation | str, case: dict, max_runs: int) -> Certificate:
-    """One case of the exact-certification check (a piece of work: rheo.checks.parallel)."""
+def exact_case(ref: Implementation | str, case: dict, max_runs: int, deadline: float | None = None) -> Certificate:
+    """One case of the exact-certification check (a piece of work: rheo.checks.parallel); past
+    ``deadline`` (``time.time()``), a case it may leave out is not started ("not reached")."""
+    if deadline is not None and time.time() > deadline:
+        return Certificate(case, "not reached", "not reached within the exact-certification budget")
     return certify_implementation(implementation_of(ref), case, max_runs)
 
 
@@ -96,13 +107,24 @@ def check_exact(
     seed: int | None = 0,
     max_runs: int = MAX_RUNS,
     progress: Callable[[str], None] | None = None,
+    budget: float | None = None,
 ):
     """Certify the implementation exactly on ``cases``; then let Hypothesis search
-    ``search_examples`` small cases for one it is not lossless on and shrink it."""
+    ``search_examples`` small cases for one it is not lossless on and shrink it. With
+    ``budget`` (seconds), the ``EXACT_MINIMUM`` cheapest cases are certified first and always;
+    the others are started only while the budget lasts (the rest are "not reached", named in
+    the detail), and the search only if time is left."""
     meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
-    calls = [(shipped(impl), case, max_runs) for case in cases]
-    certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
+    t0 = time.time()
+    deadline = None if budget is None else t0 + budget
+    order = sorted(range(len(cases)), key=lambda i: cost(cases[i]))
+    always = set(order[:EXACT_MINIMUM])
+    run_order = order[:EXACT_MINIMUM] + [i for i in range(len(cases)) if i not in always]
+    calls = [(shipped(impl), cases[i], max_runs, None if i in always else deadline) for i in run_order]
+    done_certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
     meter.close()
+    by_index = dict(zip(run_order, done_certs))
+    certs = [by_index[i] for i in range(len(cases))]
     if progress:
         for i, cert in enumerate(certs, 1):
             if cert.verdict not in ("lossless", "skipped"):
@@ -110,13 +132,19 @@ def check_exact(
     done = [c for c in certs if c.verdict in ("lossless", "not lossless")]
     bad = [c for c in certs if c.verdict == "not lossless"]
     refused = [c for c in certs if c.verdict == "unsupported"]
+    late = [c for c in certs if c.verdict == "not reached"]
     data: dict[str, Any] = {
-        "cases": [c.to_json() for c in certs if c.verdict != "skipped"],
+        "cases": [c.to_json() for c in certs if c.verdict not in ("skipped", "not reached")],
         "certified": len(done),
         "unsupported_configurations": sum(c.verdict == "skipped" for c in certs),
         "runs": sum(c.runs for c in certs),
     }
+    if budget is not None:
+        data["budget"] = {"seconds": budget, "not_reached": [c.name for c in late]}
     found = None
+    if search_examples and deadline is not None and time.time() > deadline:
+        data["search"] = {"examples": search_examples, "seed": seed, "found": False, "not_run": "budget spent"}
+        search_examples = 0
     if search_examples:
 
         def lossy(case: dict) -> bool:
@@ -160,8 +188,14 @@ def check_exact(
         return Outcome("fail", f"no case of the {len(cases)} was supported: nothing is proven", data=data)
     worst = max(done, key=lambda c: c.deviation or 0.0)
     searched = ""
-    if "search" in data:
-        searched = f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy"
+    if late:
+        searched = (
+            f"; {len(late)} of {len(cases)} cases not reached within the {budget:g} s budget (--exact-budget raises it)"
+        )
+    if data.get("search", {}).get("not_run"):
+        searched += "; the Hypothesis search not run: the budget was spent"
+    elif "search" in data:
+        searched += f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy"
     names = ", ".join(c.name for c in done[:6]) + (", ..." if len(done) > 6 else "")
     return Outcome(
         "pass",

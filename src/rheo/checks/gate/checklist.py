@@ -75,7 +75,14 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
     def exact(profile: Profile, progress) -> Outcome:
         sel = supported_cases(impl, "exact", profile.matrix)
         cases = sel.cases + extra
-        outcome = check_exact(impl, cases, profile.impl_exact_search, search_seed(profile), progress=progress)
+        outcome = check_exact(
+            impl,
+            cases,
+            profile.impl_exact_search,
+            search_seed(profile),
+            progress=progress,
+            budget=profile.impl_exact_budget,
+        )
         compared = [
             c["case_name"] for c in outcome.data.get("cases", []) if c["verdict"] in ("lossless", "not lossless")
         ]
