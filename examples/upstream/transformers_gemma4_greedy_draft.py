@@ -31,7 +31,8 @@ def chi_square(counts: list[int], law: list[float]) -> tuple[float, int, float]:
     n = sum(counts)
     stat = sum((c - n * q) ** 2 / (n * q) for c, q in zip(counts, law) if q > 0)
     df = len([q for q in law if q > 0]) - 1
-    p = float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)))
+    half = torch.tensor([df / 2, stat / 2], dtype=torch.float64)
+    p = float(torch.special.gammaincc(half[0], half[1]))
     return stat, df, p
 
 

@@ -72,7 +72,9 @@ def main() -> int:
         )  # fmt: skip
     except Exception as error:
         frame = traceback.extract_tb(error.__traceback__)[-1]
-        print("transformers generate, universal speculative decoding, do_sample=True, assistant words inside the target's")
+        print(
+            "transformers generate, universal speculative decoding, do_sample=True, assistant words inside the target's"
+        )
         print(f"CRASH: {type(error).__name__}: {error}")
         print(f"raised at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}: {frame.line}")
         return 0
