@@ -125,7 +125,7 @@ def test_the_gemma4_assistant_path_drafts_greedily_yet_verifies_against_softmax_
     assert certify_implementation(impl("SinglePositionMultiTokenCandidateGenerator"), GREEDY).verdict == "lossless"
 
 
-class IdOrderedVocabulary(ta.UniversalSpeculativeDecodingGenerator):
+class IdOrderedVocabulary(ta.UniversalSpeculativeDecodingPermuted):
     """The same adapter with tokenizers whose ``get_vocab()`` lists words in id order."""
 
     def build(self, V, L, state):
@@ -140,7 +140,7 @@ class IdOrdered(transformers.PreTrainedTokenizerFast):
         return dict(sorted(super().get_vocab().items(), key=lambda item: item[1]))
 
 
-# the shrunk counterexample of ``rheo gate --impl ...:UniversalSpeculativeDecodingGenerator``
+# the shrunk counterexample of ``rheo gate --impl ...:UniversalSpeculativeDecodingPermuted``
 MISPLACED_CASE = {
     "vocab_size": 4,
     "policy": "rheo",
@@ -161,12 +161,58 @@ def test_universal_speculative_decoding_misplaces_the_pruned_assistant_logits_an
     here the draft's certain token 3 gets q = 0 (its mass lands on token 0), so it is always
     accepted and token 2 (p = 1/2) is never emitted. With tokenizers that list their words in
     id order the same code is lossless."""
-    cert = certify_implementation(impl("UniversalSpeculativeDecodingGenerator"), MISPLACED_CASE)
+    assert [a for a in ta.vocab_permutation(6) if a <= 4] == [2, 0, 3, 1, 4]  # the seeded order, not id order
+    cert = certify_implementation(impl("UniversalSpeculativeDecodingPermuted"), MISPLACED_CASE)
     assert cert.verdict == "not lossless" and cert.deviation == pytest.approx(0.25, abs=1e-6), cert.summary()
     assert cert.law == pytest.approx({(3, 2): 0.5, (3, 3): 0.5}, abs=1e-6)
     for case in (MISPLACED_CASE, CHAIN_MIN_P):
         fixed = certify_implementation(Implementation(IdOrderedVocabulary(), "id-ordered"), case)
         assert fixed.verdict == "lossless", fixed.summary()
+
+
+def misplaced_witness(V: int, order: list[int]) -> dict | None:
+    """A case that is lossy under ``order`` (the assistant ids of the shared words in the
+    pruned head's row order), None if ``order`` is id order: the draft is certain of a table
+    token x whose row k (its assistant id) holds another word's logits, so x is reported
+    q = 0 and always accepted, while the target gives it 1/2."""
+    ids = ta.usd_words(V)[2]
+    wrong = [k for k, a in enumerate(order) if a != k and ids[k] < V]  # a misplaced row of a non-anchor word
+    if not wrong:
+        return None
+    x, y = int(ids[wrong[0]]), int(ids[wrong[0]]) ^ 1
+    target = ["1/2" if t in (x, y) else "0" for t in range(V)]
+    draft = ["1" if t == x else "0" for t in range(V)]
+    return {**MISPLACED_CASE, "vocab_size": V, "target": {"": target, "*": target}, "draft": {"": draft}}
+
+
+@pytest.mark.parametrize("V", [2, 4])
+def test_usd_with_real_tokenizers_is_lossless_iff_get_vocab_listed_the_shared_words_in_id_order(V):
+    """``UniversalSpeculativeDecodingGenerator``'s tokenizers are real fast tokenizers
+    (saved, loaded by ``AutoTokenizer``), whose ``get_vocab()`` order changes from call to
+    call: its verdict is not pinned, it is checked against the order transformers saw. Each
+    fresh build (a new pair of tokenizers, a new translator) is certified exactly on a chain
+    case and on the case that order makes lossy; id order must certify lossless on both."""
+    seen = set()
+    for _ in range(6 if V == 2 else 2):
+        adapter = ta.UniversalSpeculativeDecodingGenerator()
+        case = hashed_case(V, 5, 1, policy="rheo", K=1, m=0, budget=1, beam=1, temperature="1", target_min_p="1/5")
+        first = certify_implementation(Implementation(adapter, "usd"), case)
+        order = adapter.shared_order(V, 1)
+        assert order is not None and sorted(order) == list(range(V + 1)), order  # every shared word, "extra" pruned
+        witness = misplaced_witness(V, order)
+        in_id_order = order == sorted(order)
+        assert (witness is None) == in_id_order
+        seen.add(in_id_order)
+        if in_id_order:
+            assert first.verdict == "lossless", (order, first.summary())
+            other = MISPLACED_CASE if V == 4 else GREEDY_DRAFT_CASE
+            assert certify_implementation(Implementation(adapter, "usd"), other).verdict == "lossless"
+        else:
+            cert = certify_implementation(Implementation(adapter, "usd"), witness)
+            lossy = cert.verdict == "not lossless" and cert.deviation == pytest.approx(0.25, abs=1e-6)
+            assert lossy, (order, cert.summary())
+            assert adapter.shared_order(V, 1) == order  # one translator per build: the order it saw stays
+    print(f"V = {V}: id order seen: {sorted(seen)}")
 
 
 def test_universal_speculative_decoding_crashes_when_the_assistant_vocabulary_is_inside_the_targets():
@@ -276,13 +322,14 @@ def test_sampler_law_at_temperature_zero_is_the_argmax_lowest_id_on_ties():
 def test_supports_refuses_what_is_not_implemented():
     config = {**protocol_config(load_case(CHAIN))}
     tree = protocol_config(load_case(TREE))
-    for name in ["SpeculativeSampling", "UniversalSpeculativeDecodingGenerator", *LOSSLESS_CYCLES]:
+    usd = ["UniversalSpeculativeDecodingGenerator", "UniversalSpeculativeDecodingPermuted"]
+    for name in ["SpeculativeSampling", *usd, *LOSSLESS_CYCLES]:
         adapter = impl(name).obj
         assert adapter.supports(config) and not adapter.supports(tree), name
         assert not adapter.supports({**config, "policy": "topk"}) and not adapter.supports({**config, "m": 1})
         if name != "SpeculativeSampling":  # the models' codes would pass 2^53
             assert not adapter.supports({**config, "vocab_size": 10**5}), name
-    for name in ("SpeculativeSampling", "UniversalSpeculativeDecodingGenerator"):  # sampling only
+    for name in ("SpeculativeSampling", *usd):  # sampling only
         assert not impl(name).obj.supports({**config, "temperature": 0.0}), name
     uag = impl("AssistedCandidateGeneratorDifferentTokenizers").obj
     assert uag.supports({**config, "temperature": 0.0}) and not uag.supports(config)  # greedy only

@@ -10,7 +10,8 @@ its code unmodified. Checked with transformers 5.24.0 (docs/transformers.md has 
   ``AssistedCandidateGenerator``, ``EarlyExitCandidateGenerator``,
   ``PromptLookupCandidateGenerator``, ``MTPCandidateGenerator``,
   ``DFlashTokenCandidateGenerator``, ``SinglePositionMultiTokenCandidateGenerator``,
-  ``UniversalSpeculativeDecodingGenerator`` and
+  ``UniversalSpeculativeDecodingGenerator`` (and ``UniversalSpeculativeDecodingPermuted``,
+  the same with a fixed vocabulary order) and
   ``AssistedCandidateGeneratorDifferentTokenizers``. Each is the protocol's whole-cycle
   ``cycle``: ONE draft-verify cycle of the real ``model.generate(...)`` (``do_sample=True``;
   ``do_sample=False`` at T = 0), with tiny table-backed models. ``generate`` itself picks
@@ -81,10 +82,15 @@ since the root (the anchor's one-hot before the root). How each generator's draf
   check, a class-name prefix; the shared key/value states are accepted and not needed).
 - ``UniversalSpeculativeDecodingGenerator`` (T > 0) and
   ``AssistedCandidateGeneratorDifferentTokenizers`` (T = 0, greedy only): target and
-  assistant with different tokenizers (``WordTokenizer``, made in memory): the assistant's
-  has the target's words in reverse id order plus one word of its own, and the assistant
+  assistant with different tokenizers, real fast tokenizers (a ``tokenizers`` WordLevel
+  model saved to a temporary folder and loaded by ``AutoTokenizer``): the assistant's has
+  the target's words in reverse id order plus one word of its own, and the assistant
   (``TableLinearHeadLM``) has a real linear head, which transformers prunes to the shared
-  words; transformers maps its tokens and logits to the target's ids.
+  words; transformers maps its tokens and logits to the target's ids. A real tokenizer's
+  ``get_vocab()`` order changes from call to call, and the pruning follows it, so the
+  sampling adapter's verdict depends on the build (``shared_order`` says what transformers
+  saw); ``UniversalSpeculativeDecodingPermuted`` uses ``WordTokenizer`` (made in memory,
+  ``get_vocab()`` in a permutation fixed by a seed), so its verdict is the same everywhere.
 
 Randomness is transformers' own (torch's global generator: ``torch.multinomial``,
 ``torch.rand_like``), ``follows_uniforms = False``. ``sampler_law`` is built from
@@ -111,11 +117,14 @@ from rheo.integrations.transformers_assisted.generators import (
     SinglePositionMultiTokenCandidateGenerator,
     StopAfter,
     UniversalSpeculativeDecodingGenerator,
+    UniversalSpeculativeDecodingPermuted,
     WordTokenizer,
     chain_length,
     generation_kwargs,
     is_chain,
     one_thread,
+    usd_words,
+    vocab_permutation,
 )
 from rheo.integrations.transformers_assisted.models import (
     CODE_LIMIT,
@@ -181,10 +190,13 @@ __all__ = [
     "TablePreTrainedModel",
     "Tables",
     "UniversalSpeculativeDecodingGenerator",
+    "UniversalSpeculativeDecodingPermuted",
     "WordTokenizer",
     "chain_length",
     "generation_kwargs",
     "identity_ids",
     "is_chain",
     "one_thread",
+    "usd_words",
+    "vocab_permutation",
 ]

@@ -6,6 +6,8 @@ ships), with transformers' own logits processors as ``sampler_law``.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -19,7 +21,8 @@ import torch
 import transformers
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel
+from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 
 from rheo.integrations.transformers_assisted.models import (
@@ -315,32 +318,74 @@ class SinglePositionMultiTokenCandidateGenerator(GenerateCycle):
         return Built(state, main, {"assistant_model": assistant})
 
 
+def usd_words(V: int) -> tuple[list[str], list[str], np.ndarray]:
+    """The two vocabularies of the different-tokenizer adapters: the target's words by id
+    ("w0".."w{V-1}", "anchor": the tables' tokens 0..V), the assistant's by id (the target's
+    words in reverse id order, then "extra", a word of its own, so that the vocabularies
+    differ, as ``generate`` requires of two tokenizers), and ``ids``: the tables' token of
+    each assistant id (-1 for "extra")."""
+    words = [f"w{t}" for t in range(V)] + ["anchor"]
+    ids = np.append(np.arange(V, -1, -1), -1)
+    return words, [words[t] for t in ids[:-1]] + ["extra"], ids
+
+
 class UniversalSpeculativeDecodingGenerator(GenerateCycle):
     """``generate(assistant_model=..., tokenizer=..., assistant_tokenizer=..., do_sample=True)``:
-    assistant and target with different tokenizers (Universal Speculative Decoding). The
-    assistant's tokenizer has the target's words in reverse id order and one word of its own
-    (so that the vocabularies differ, as ``generate`` requires of two tokenizers); the
-    assistant (``TableLinearHeadLM``) has a linear head, which transformers'
+    assistant and target with different tokenizers (Universal Speculative Decoding), each a
+    real fast tokenizer: a ``tokenizers`` WordLevel model over ``usd_words``, saved to a
+    temporary folder and loaded by ``AutoTokenizer.from_pretrained`` (local files only), as a
+    user's are. The assistant (``TableLinearHeadLM``) has a linear head, which transformers'
     ``AssistantToTargetTranslator`` prunes to the shared words, and it maps the draft tokens
     and logits to the target's ids. Sampling only: at T = 0 ``generate`` takes
-    ``AssistedCandidateGeneratorDifferentTokenizers`` instead."""
+    ``AssistedCandidateGeneratorDifferentTokenizers`` instead.
+
+    The translator orders the pruned head by the assistant's ``get_vocab()``, which for a real
+    fast tokenizer is its hash map's order, different from call to call and process to
+    process; whether this adapter is lossless therefore depends on the build
+    (docs/transformers.md, second defect): ``shared_order`` says what transformers saw."""
 
     def supports(self, config: dict) -> bool:
         return super().supports(config) and config.get("temperature", 1.0) > 0
 
+    def tokenizer(self, words: list[str]) -> Any:
+        """A tokenizer over ``words`` (id = position)."""
+        return _saved_tokenizer(words)
+
     def build(self, V: int, L: int, state: State) -> Built:
-        words = [f"w{t}" for t in range(V)] + ["anchor"]  # the tables' tokens 0..V
-        # the assistant's token a is the tables' token V - a; its token V + 1 ("extra") is its own
-        ids = np.append(np.arange(V, -1, -1), -1)
+        words, assistant_words, ids = usd_words(V)
         main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
         assistant = TableLinearHeadLM(TableConfig(vocab_size=V + 2, layer_tables=("draft",)), state, ids=ids)
         _assistant_config(assistant, L)
         kwargs = {
             "assistant_model": assistant,
-            "tokenizer": _tokenizer(words),
-            "assistant_tokenizer": _tokenizer([words[t] for t in ids[:-1]] + ["extra"]),
+            "tokenizer": self.tokenizer(words),
+            "assistant_tokenizer": self.tokenizer(assistant_words),
         }
         return Built(state, main, kwargs)
+
+    def shared_order(self, V: int, L: int) -> list[int] | None:
+        """The assistant ids of the shared words in the order the assistant's ``get_vocab()``
+        listed them when transformers built the translator of the (V, L) models (its
+        ``assistant_overlap_token_ids``, the rows of the pruned head); None before the first
+        cycle on them. The pruned logits are lossless where this is sorted (id order)."""
+        built = self.built.get((V, L))
+        if built is None:
+            return None
+        inner = AssistantVocabTranslatorCache._cache.get(built.generate_kwargs["tokenizer"])
+        translator = None if inner is None else inner.get(built.generate_kwargs["assistant_tokenizer"])
+        if translator is None or not hasattr(translator, "assistant_overlap_token_ids"):
+            return None
+        return [int(a) for a in translator.assistant_overlap_token_ids.tolist()]
+
+
+class UniversalSpeculativeDecodingPermuted(UniversalSpeculativeDecodingGenerator):
+    """``UniversalSpeculativeDecodingGenerator`` with tokenizers made in memory
+    (``WordTokenizer``) whose ``get_vocab()`` lists the words in a permutation of their ids
+    drawn from a fixed seed, the same in every process and call: the second defect's
+    counterexample reproduces everywhere (docs/transformers.md)."""
+
+    def tokenizer(self, words: list[str]) -> Any:
+        return _tokenizer(words)
 
 
 class AssistedCandidateGeneratorDifferentTokenizers(UniversalSpeculativeDecodingGenerator):
@@ -352,22 +397,49 @@ class AssistedCandidateGeneratorDifferentTokenizers(UniversalSpeculativeDecoding
         return GenerateCycle.supports(self, config) and config.get("temperature", 1.0) == 0
 
 
+VOCAB_SEED = 1  # the first seed whose order is not id order for the shared words at any V from 2 to 8
+
+
+def vocab_permutation(n: int) -> list[int]:
+    """The order in which ``WordTokenizer.get_vocab()`` lists the ids 0..n-1: a permutation
+    fixed by ``VOCAB_SEED`` for each n, the ids sorted by the SHA-256 of "seed:n:id" (no
+    random generator: the exact check refuses draws it cannot follow inside a cycle)."""
+    return sorted(range(n), key=lambda i: hashlib.sha256(f"{VOCAB_SEED}:{n}:{i}".encode()).digest())
+
+
 class WordTokenizer(transformers.PreTrainedTokenizerFast):
     """A word-level tokenizer made in memory (a ``tokenizers`` WordLevel model, words split
-    on whitespace) whose ``get_vocab()`` lists its words in alphabetical order: a dict's order
-    is no part of its contract, and a fast tokenizer's is its hash map's, which changes from
-    process to process; this one is fixed, so that a check of code that depends on it is
-    reproducible (docs/transformers.md, "Universal speculative decoding")."""
+    on whitespace) whose ``get_vocab()`` lists its words in ``vocab_permutation`` order: a
+    dict's order is no part of its contract, and a fast tokenizer's is its hash map's, which
+    changes from call to call; this one is fixed, so that a check of code that depends on it
+    is reproducible (docs/transformers.md, "Universal speculative decoding")."""
 
     def get_vocab(self) -> dict[str, int]:
-        return dict(sorted(super().get_vocab().items()))
+        by_id = sorted(super().get_vocab().items(), key=lambda item: item[1])
+        return dict(by_id[i] for i in vocab_permutation(len(by_id)))
+
+
+def _word_level(words: list[str]) -> Tokenizer:
+    model = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=words[-1]))
+    model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return model
 
 
 def _tokenizer(words: list[str]) -> WordTokenizer:
     """A ``WordTokenizer`` over ``words`` (id = position)."""
-    model = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=words[-1]))
-    model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return WordTokenizer(tokenizer_object=model)
+    return WordTokenizer(tokenizer_object=_word_level(words))
+
+
+def _saved_tokenizer(words: list[str]) -> Any:
+    """A fast tokenizer over ``words`` (id = position) as a user gets one: the ``tokenizers``
+    model saved as tokenizer.json (with a tokenizer_config.json) to a temporary folder and
+    loaded by ``AutoTokenizer.from_pretrained(folder, local_files_only=True)``."""
+    folder = _checkpoint_folder()
+    _word_level(words).save(os.path.join(folder, "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
 _FOLDERS: list[str] = []
