@@ -36,6 +36,17 @@ class Profile:
     impl_tv: float | None = None  # rheo gate --tv: statistical cases sized to detect this TV (None: fixed cycles)
     impl_time_budget: float | None = None  # rheo gate --time-budget: seconds per statistical check (None: none)
     impl_exact_budget: float | None = None  # rheo gate --exact-budget: seconds of exact certification past its minimum
+    impl_cycles_given: bool = False  # rheo gate --cycles was given: an implementation's time_budget does not apply
+
+
+def statistical_budget(profile: Profile, obj: Any) -> float | None:
+    """The seconds per statistical check: ``--time-budget``, else (when neither ``--cycles``
+    nor ``--tv`` fixes the cycles) the implementation's own ``time_budget`` attribute, which a
+    slow engine declares so that its cycles are sized to its speed (docs/gate.md)."""
+    if profile.impl_time_budget is not None or profile.impl_tv is not None or profile.impl_cycles_given:
+        return profile.impl_time_budget
+    own = getattr(obj, "time_budget", None)
+    return float(own) if isinstance(own, (int, float)) and own > 0 else None
 
 
 PROFILES = {

@@ -297,7 +297,11 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
     profile = PROFILES[args.profile]
     if args.cycles is not None:
         profile = dataclasses.replace(
-            profile, impl_cycles=args.cycles, impl_batched_cycles=args.cycles, impl_prefix_cycles=args.cycles
+            profile,
+            impl_cycles=args.cycles,
+            impl_batched_cycles=args.cycles,
+            impl_prefix_cycles=args.cycles,
+            impl_cycles_given=True,
         )
     profile = dataclasses.replace(profile, impl_tv=args.tv, impl_time_budget=args.time_budget)
     if args.exact_budget is not None:

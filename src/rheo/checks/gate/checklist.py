@@ -20,7 +20,7 @@ from rheo.checks.gate.generation_checks import generation_checks
 from rheo.checks.gate.prefix_law_checks import prefix_law_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
-from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile, statistical_budget
 from rheo.checks.statistics.cycle_law import check_cycle_law
 from rheo.checks.statistics.output_law import check_output_law
 
@@ -65,7 +65,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
             extra_cases=extra,
             progress=progress,
             tv=profile.impl_tv,
-            time_budget=profile.impl_time_budget,
+            time_budget=statistical_budget(profile, impl.obj),
         )
         return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rheo.checks.cases.large import select_large
 from rheo.checks.gate.coverage import GREEDY_ONLY, supported_cases, with_coverage
-from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
+from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile, statistical_budget
 from rheo.checks.protocol.inputs import case_config
 from rheo.checks.protocol.load import Implementation
 from rheo.checks.statistics.prefix_law import check_prefix_law
@@ -29,7 +29,8 @@ def prefix_law_checks(
     extra = list(extra_cases or [])
 
     def run(profile: Profile, progress) -> Outcome:
-        if not profile.impl_prefix_cycles and profile.impl_tv is None and profile.impl_time_budget is None:
+        budget = statistical_budget(profile, impl.obj)
+        if not profile.impl_prefix_cycles and profile.impl_tv is None and budget is None:
             return Outcome("skip", f"the profile {profile.name!r} sizes no cycles for it (impl_prefix_cycles = 0)")
         sel = select_large(lambda case: impl.supports(case_config(case)), profile.matrix)
         if not sel.cases and not extra:
@@ -45,7 +46,7 @@ def prefix_law_checks(
             sel.cases + extra,
             profile.impl_prefix_cycles,
             tv=profile.impl_tv,
-            time_budget=profile.impl_time_budget,
+            time_budget=budget,
             family_alpha=FAMILY_ALPHA,
             progress=progress,
         )
