@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rheo.integrations.vllm.batch import Request, request, sampler_law, sampling_metadata, spec_metadata
+from rheo.integrations.vllm.loader import load_vllm
 
 
 def is_chain(config: dict) -> bool:
@@ -21,8 +22,6 @@ def chain_length(config: dict) -> int:
 
 
 def _vllm() -> Any:
-    from rheo.integrations.vllm import load_vllm
-
     return load_vllm()
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from rheo.integrations.vllm.loader import load_vllm
+
 DEVICE = torch.device("cpu")
 
 
 def _vllm() -> Any:
-    from rheo.integrations.vllm import load_vllm
-
     return load_vllm()
 
 
