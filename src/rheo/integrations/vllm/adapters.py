@@ -123,10 +123,8 @@ class VllmCycle:
             rows_t.append(np.asarray(target_logits([p[:j] for j in range(L + 1)]), dtype=np.float64))
         logits = torch.as_tensor(np.concatenate(rows_t), dtype=torch.float32)  # [num_tokens + batch, V]
         draft_probs = None
-        if self.draft_probs_given:
-            draft_probs = torch.stack(
-                [q if q is not None else torch.zeros(V) for qs in probs for q in (qs or [None] * L)]
-            ).to(torch.float32)
+        if self.draft_probs_given:  # a greedy request's rows are never read (zeros)
+            draft_probs = torch.stack([q for qs in probs for q in (qs or [torch.zeros(V)] * L)]).to(torch.float32)
         out = self.rejection_sampler(L)(spec_metadata(drafts), draft_probs, logits, md)
         tokens_out, _ = self.vllm.RejectionSampler.parse_output(out.sampled_token_ids, V)
         return [tokens_out[i] for i in range(len(reqs)) if not (self.companion and i % 2 == 0)]

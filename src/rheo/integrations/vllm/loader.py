@@ -41,17 +41,18 @@ def load_vllm() -> Any:
 
 def _load() -> Any:
     global _VLLM
-    import triton
-    import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
+    # imported by name (typed Any): neither triton nor vLLM need be installed for mypy
+    triton: Any = importlib.import_module("triton")
+    tl: Any = importlib.import_module("triton.language")
+    InterpretedFunction = importlib.import_module("triton.runtime.interpreter").InterpretedFunction
 
     if not isinstance(tl.standard.zeros, InterpretedFunction):
         raise RuntimeError(
             "triton was imported before rheo.integrations.vllm without TRITON_INTERPRET=1; "
             "set TRITON_INTERPRET=1 or import rheo.integrations.vllm first"
         )
-    triton_utils = importlib.import_module("vllm.triton_utils")
-    importing = importlib.import_module("vllm.triton_utils.importing")
+    triton_utils: Any = importlib.import_module("vllm.triton_utils")
+    importing: Any = importlib.import_module("vllm.triton_utils.importing")
     # the CPU build's sampler (pytorch top-k/top-p) before Triton is switched on
     sampler_mod = importlib.import_module("vllm.v1.sample.sampler")
     topk = importlib.import_module("vllm.v1.sample.ops.topk_topp_sampler")
