@@ -45,6 +45,9 @@ kernels become Triton ``InterpretedFunction``s, run by Triton's interpreter on t
 restores the placeholders afterwards. If the rejection sampler module was imported earlier
 with placeholders, ``load_vllm`` refuses with one line.
 
+Modules: ``loader`` (``load_vllm``, ``INSTALL``), ``batch`` (requests, ``SamplingMetadata``,
+``SpecDecodeMetadata``, ``sampler_law``), ``adapters`` (the classes above).
+
 Without vLLM this package imports; constructing an adapter raises ``VllmMissing`` whose
 message is ``INSTALL`` (one line).
 """
