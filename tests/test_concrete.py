@@ -4,6 +4,8 @@ they cannot be."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -81,6 +83,8 @@ def test_engine_style_chain_is_certified_lossless():
 
 
 def test_rows_give_the_same_law_in_fewer_calls():
+    """An engine whose call costs more than a row (a kernel launch, here a 20 ms sleep): the
+    points of a bisection's round go in one call."""
     impl, cases = _cases("KernelChain", 1)
     rows_impl, _ = _cases("KernelChainRows", 1)
     calls = {"one": 0, "rows": 0}
@@ -92,6 +96,7 @@ def test_rows_give_the_same_law_in_fewer_calls():
 
     def count_rows(*a):
         calls["rows"] += 1
+        time.sleep(0.02)
         return many(*a)
 
     impl.obj.cycles, rows_impl.obj.cycles = count_one, count_rows
@@ -101,7 +106,7 @@ def test_rows_give_the_same_law_in_fewer_calls():
     assert a.law.keys() == b.law.keys()
     for k in a.law:
         assert b.law[k] == pytest.approx(a.law[k], abs=1e-9)
-    assert calls["rows"] * 4 < calls["one"], calls
+    assert calls["rows"] * 2 < calls["one"], calls
 
 
 def test_lossy_correction_is_found():

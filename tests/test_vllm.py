@@ -172,3 +172,36 @@ def test_the_batched_verifier_passes_the_batched_output_law():
 
     out = check_output_law_batched(impl("VllmBatched"), 1000, level="smoke", extra_cases=[CHAIN_TOP_K], min_cases=1)
     assert out.passed, out.detail
+
+
+# ---- exact certification through vLLM's kernels (rheo.checks.exact.concrete) ----
+
+EXACT = hashed_case(3, 5, 1, policy="rheo", K=1, m=0, budget=1, beam=1, temperature="1")  # one draft token
+NATIVE = ["VllmDraftProbs", "VllmNoDraftProbs", "VllmProposerSampler", "VllmMixedBatch", "VllmSeeded"]
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_exact_certification_certifies_vllms_sampler_through_its_kernels(name):
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl(name), EXACT)
+    assert cert.verdict == "lossless", cert.summary()
+    assert cert.draws == "concrete"  # the kernels and in-place races were followed from the outside
+
+
+def test_exact_certification_refuses_the_fused_cpu_bonus_with_its_line():
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl("VllmCpuBonus"), EXACT)
+    assert cert.verdict == "unsupported"
+    assert "torch.randint over 2147483648 values at" in cert.detail and "topk_topp_sampler.py" in cert.detail
+    assert "native" in cert.detail
+
+
+@pytest.mark.parametrize("name", LOSSY)
+def test_exact_certification_finds_the_lossy_controls(name):
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl(name), EXACT)
+    assert cert.verdict == "not lossless", cert.summary()
+    assert cert.deviation is not None and cert.deviation > 0.01

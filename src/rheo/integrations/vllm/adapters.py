@@ -43,6 +43,7 @@ class VllmCycle:
     (``TopKTopPSampler.forward_native``) or "cpu" (``forward_cpu``, the CPU build's own)."""
 
     follows_uniforms = False
+    time_budget = 90  # seconds per statistical check: about 17 cycles a second under Triton's interpreter
     bonus = "native"
     draft_probs_given = True
     companion = False  # a greedy companion request before the request under test
@@ -52,6 +53,7 @@ class VllmCycle:
         v = _vllm()
         self.vllm = v
         self.samplers: dict[int, Any] = {}
+        self.seeds = 0
 
     # -- what is supported ------------------------------------------------------------
     def supports(self, config: dict) -> bool:
@@ -84,7 +86,10 @@ class VllmCycle:
         for _ in range(rows):
             if self.companion:
                 out.append(request(config, 0.0))
-            seed = int(torch.randint(0, 2**31 - 1, (1,))) if self.seeded else None
+            seed = None
+            if self.seeded:  # a fresh seed per request, from a counter: no draw of the adapter's own
+                self.seeds += 1
+                seed = self.seeds
             out.append(request(config, temperature, seed))
         return out
 
@@ -176,7 +181,8 @@ class VllmMixedBatch(_Rows, VllmCycle):
 
 
 class VllmSeeded(VllmCycle):
-    """A per-request seed, fresh each cycle (drawn from torch's global generator)."""
+    """A per-request seed, fresh each cycle (1, 2, 3, ...: vLLM makes a ``torch.Generator`` of it
+    for the request's draws)."""
 
     seeded = True
 
