@@ -97,7 +97,6 @@ class ConcreteLaw:
         self.evaluate_raw, self.layout, self.batch, self.rng = evaluate, layout, max(1, batch), rng
         self.width = self.batch  # points per interval and round of a bisection (``concrete_law`` sets it)
         self.memo: dict[tuple, Run] = {}
-        self.calls = 0
         self.cuts: dict[Any, list[int]] = {}  # per block (and race token): the cuts found so far, tried first
 
     # evaluation, memoized, in batches
@@ -111,20 +110,16 @@ class ConcreteLaw:
         if fresh:
             out: list[Run] = []
             for i in range(0, len(points), self.batch):
-                self.calls += 1
                 out += self.evaluate_raw(points[i : i + self.batch])
             return out
-        todo: list[dict[int, Any]] = []
-        for p in points:
-            k = self._key(p)
-            if k not in self.memo and k not in {self._key(q) for q in todo}:
-                todo.append(p)
-        for i in range(0, len(todo), self.batch):
-            chunk = todo[i : i + self.batch]
-            self.calls += 1
-            for p, run in zip(chunk, self.evaluate_raw(chunk)):
-                self.memo[self._key(p)] = run
-        return [self.memo[self._key(p)] for p in points]
+        keys = [self._key(p) for p in points]
+        todo = {k: p for k, p in zip(keys, points) if k not in self.memo}  # each new point once
+        new = list(todo.items())
+        for i in range(0, len(new), self.batch):
+            chunk = new[i : i + self.batch]
+            for (k, _), run in zip(chunk, self.evaluate_raw([p for _, p in chunk])):
+                self.memo[k] = run
+        return [self.memo[k] for k in keys]
 
     # the parts of one block at a point
 
@@ -383,7 +378,7 @@ class ConcreteLaw:
             out += self.leaves(child, prob * p)
         return out
 
-    def _locate(self, node: Node, point: dict[int, Any], cat_seen: dict[int, list[float]]) -> Node:
+    def _locate(self, node: Node, point: dict[int, Any]) -> Node:
         """Fill ``point`` with random values for the blocks ``node``'s path splits, and return
         the leaf whose cell holds them."""
         rng = self.rng
@@ -413,7 +408,7 @@ class ConcreteLaw:
         probes = []
         for _ in range(count):
             point: dict[int, Any] = {}
-            leaf = self._locate(root, point, {})
+            leaf = self._locate(root, point)
             for b in self.layout.blocks:  # the blocks no split fixed: random too
                 if b.id not in point:
                     if b.kind == "u":
