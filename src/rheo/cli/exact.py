@@ -338,6 +338,10 @@ def render(report: Report, case: dict, source: str) -> str:
         if getattr(c, key) != default:
             variants.append(f"{key}={getattr(c, key)}")
     lines.append(f"  {params}  arithmetic={c.arithmetic}" + (f"  [{', '.join(variants)}]" if variants else ""))
+    if c.sampling is not None:
+        given = c.sampling.to_case()
+        shown = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in given.items())
+        lines.append(one_line(f"  sampling parameters (docs/spec.md §9): {shown}", 300))
     L = inst.seq_len
     verdict = "LOSSLESS" if j["lossless"] else "NOT LOSSLESS"
     lines.append(
