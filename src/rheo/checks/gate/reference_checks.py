@@ -11,14 +11,25 @@ from pathlib import Path
 from rheo.casefile import load_case, read_case, to_json_number
 from rheo.checks import parallel
 from rheo.checks.cases.corpus import corpus_entry, lossy, shrunk_search
+from rheo.checks.cases.sampling import SETTINGS, masked_prefix, sampling_names, with_logits
 from rheo.checks.cases.strategies import max_nodes
 from rheo.checks.gate.run import search_seed
 from rheo.checks.outcome import Check, Outcome, Profile
 from rheo.progress import Meter
 from rheo.reference import certify
+from rheo.reference.certify import FLOAT_TOLERANCE
 from rheo.reference.generate import hashed_case
+from rheo.reference.sampling import PARAMETERS
 
-MATRIX_FAMILIES = ("rheo m=0", "rheo m=1", "rheo m=2", "topk", "rheo m=0 epsilon 1/10, m=1 with target filters")
+MATRIX_FAMILIES = (
+    "rheo m=0",
+    "rheo m=1",
+    "rheo m=2",
+    "topk",
+    "rheo m=1 with sampling parameters",
+    "rheo m=0 epsilon 1/10, m=1 with target filters",
+)
+SAMPLING_FAMILY = MATRIX_FAMILIES[-2]  # float64: the target law of docs/spec.md §9 at every node
 
 
 def matrix_cases(family: str, level: str) -> list[dict]:
@@ -35,6 +46,7 @@ def matrix_cases(family: str, level: str) -> list[dict]:
         "rheo m=1": ("rheo", 1),
         "rheo m=2": ("rheo", 2),
         "topk": ("topk", None),
+        SAMPLING_FAMILY: ("rheo", "sampling"),
         MATRIX_FAMILIES[-1]: ("rheo", "variants"),
     }[family]
     out, seed = [], 0
@@ -68,8 +80,24 @@ def matrix_cases(family: str, level: str) -> list[dict]:
                                 if seed % 2
                                 else {"m": 1, "target_top_k": 3, "target_top_p": "9/10", "target_min_p": "1/20"}
                             )
-                        out.append(hashed_case(n, seed, depth, zero_share=2 if seed % 3 == 0 else 0, **cfg))  # type: ignore[arg-type]  # case-file keys
+                        zeros = 2 if seed % 3 == 0 else 0
+                        if m == "sampling":  # every setting of rheo.checks.cases.sampling in turn
+                            out.append(_sampling_case(n, seed, depth, zeros, cfg))
+                            continue
+                        out.append(hashed_case(n, seed, depth, zero_share=zeros, **cfg))  # type: ignore[arg-type]  # case-file keys
     return out
+
+
+def _sampling_case(n: int, seed: int, depth: int, zeros: int, cfg: dict) -> dict:
+    """A generated case of the sampling family: m = 1, the seed's sampling setting (the
+    next one where a setting masks every token somewhere), raw logits, float64."""
+    settings = [s for name in PARAMETERS for s in SETTINGS[name]]
+    for k in range(len(settings)):
+        values = settings[(seed + k) % len(settings)](n)
+        case = with_logits(hashed_case(n, seed, depth, zero_share=zeros, **{**cfg, "m": 1, **values}))
+        if masked_prefix(case) is None:
+            return case
+    raise AssertionError(f"every sampling setting masks every token somewhere at seed {seed}")
 
 
 def matrix_instance(case: dict) -> tuple[bool, str, list[int]]:
@@ -94,10 +122,19 @@ def exact_matrix_check(family: str) -> Check:
                     {"instances": len(cases)},
                 )
         shapes = sorted({(c["vocab_size"], c["K"], c["depth"]) for c in cases})
+        what = f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)"
+        if family == SAMPLING_FAMILY:
+            worst = max(float(v[1]) for v in verdicts)
+            names = sorted({n for c in cases for n in sampling_names(c)}, key=PARAMETERS.index)
+            return Outcome(
+                "pass",
+                f"{len(cases)} generated float64 instances, largest deviation {worst:.2g} (tolerance "
+                f"{FLOAT_TOLERANCE:g}), with {', '.join(names)} in turn {what}",
+                data={"instances": len(cases), "max_abs_deviation": worst},
+            )
         return Outcome(
             "pass",
-            f"{len(cases)} generated instances, deviation exactly 0 on every one "
-            f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)",
+            f"{len(cases)} generated instances, deviation exactly 0 on every one {what}",
             data={"instances": len(cases)},
         )
 
