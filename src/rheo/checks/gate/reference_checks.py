@@ -13,6 +13,7 @@ from rheo.checks import parallel
 from rheo.checks.cases.corpus import corpus_entry, lossy, shrunk_search
 from rheo.checks.cases.sampling import SETTINGS, masked_prefix, sampling_names, with_logits
 from rheo.checks.cases.strategies import max_nodes
+from rheo.checks.exact.self_check import self_check
 from rheo.checks.gate.run import search_seed
 from rheo.checks.outcome import Check, Outcome, Profile
 from rheo.progress import Meter
@@ -100,11 +101,15 @@ def _sampling_case(n: int, seed: int, depth: int, zeros: int, cfg: dict) -> dict
     raise AssertionError(f"every sampling setting masks every token somewhere at seed {seed}")
 
 
-def matrix_instance(case: dict) -> tuple[bool, str, list[int]]:
+def matrix_instance(case: dict) -> tuple[bool, str, list[int], dict]:
     """One exact-matrix instance certified (a piece of work: rheo.checks.parallel): lossless,
-    the deviation, the worst sequence."""
-    report = certify(load_case(case), count_draws=False)
-    return report.lossless, str(report.deviation.value), list(report.deviation.sequence)
+    the deviation, the worst sequence, and the reference's target law checked against an
+    independent one at every prefix the certification visited (``self_check``: a
+    certificate compares the cycle law with the reference's own p_T, so a wrong p_T alone
+    would pass)."""
+    inst = load_case(case)
+    report = certify(inst, count_draws=False)
+    return report.lossless, str(report.deviation.value), list(report.deviation.sequence), self_check(inst).to_json()
 
 
 def exact_matrix_check(family: str) -> Check:
@@ -113,7 +118,17 @@ def exact_matrix_check(family: str) -> Check:
         meter = Meter(f"exact matrix, {family}", len(cases), progress, unit="instances")
         verdicts = parallel.current().map(matrix_instance, [(case,) for case in cases], lambda i: meter.advance())
         meter.close()
-        for i, (case, (lossless, deviation, sequence)) in enumerate(zip(cases, verdicts)):
+        for i, (case, (lossless, deviation, sequence, checked)) in enumerate(zip(cases, verdicts)):
+            if not checked["passed"]:
+                where = ",".join(map(str, checked["prefix"]))
+                return Outcome(
+                    "fail",
+                    f"reference self-check failed on instance {i + 1} of {len(cases)}: at prefix [{where}] the "
+                    f"reference's target law differs from an independent implementation of docs/spec.md §0 by "
+                    f"{checked['max_difference']:.3g} (a bug in rheo)",
+                    {"name": f"gate-self-check-{family}", "description": "the reference's p_T is wrong", **case},
+                    {"instances": len(cases), "self_check": checked},
+                )
             if not lossless:
                 return Outcome(
                     "fail",
@@ -123,6 +138,8 @@ def exact_matrix_check(family: str) -> Check:
                 )
         shapes = sorted({(c["vocab_size"], c["K"], c["depth"]) for c in cases})
         what = f"((V, K, depth) in {shapes}; T 0, 1/2, 1; sparse on/off; budgets 1..full; beams)"
+        compared = sum(v[3]["prefixes"] for v in verdicts)
+        what += f"; the reference's p_T equal to an independent one at all {compared} prefixes visited"
         if family == SAMPLING_FAMILY:
             worst = max(float(v[1]) for v in verdicts)
             names = sorted({n for c in cases for n in sampling_names(c)}, key=PARAMETERS.index)
@@ -130,12 +147,12 @@ def exact_matrix_check(family: str) -> Check:
                 "pass",
                 f"{len(cases)} generated float64 instances, largest deviation {worst:.2g} (tolerance "
                 f"{FLOAT_TOLERANCE:g}), with {', '.join(names)} in turn {what}",
-                data={"instances": len(cases), "max_abs_deviation": worst},
+                data={"instances": len(cases), "max_abs_deviation": worst, "self_check_prefixes": compared},
             )
         return Outcome(
             "pass",
             f"{len(cases)} generated instances, deviation exactly 0 on every one {what}",
-            data={"instances": len(cases)},
+            data={"instances": len(cases), "self_check_prefixes": compared},
         )
 
     return Check(f"exact: {family}", "exact matrix", run)
