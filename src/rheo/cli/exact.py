@@ -347,8 +347,8 @@ def render(report: Report, case: dict, source: str) -> str:
     lines.append(f"  {params}  arithmetic={c.arithmetic}" + (f"  [{', '.join(variants)}]" if variants else ""))
     if c.sampling is not None:
         given = c.sampling.to_case()
-        shown = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in given.items())
-        lines.append(one_line(f"  sampling parameters (docs/spec.md §9): {shown}", 300))
+        spelled = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in given.items())
+        lines.append(one_line(f"  sampling parameters (docs/spec.md §9): {spelled}", 300))
     L = inst.seq_len
     verdict = "LOSSLESS" if j["lossless"] else "NOT LOSSLESS"
     lines.append(
