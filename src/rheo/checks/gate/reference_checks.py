@@ -5,6 +5,7 @@ saved counterexample still caught as recorded) and the paper's {A,B,C} example.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -196,16 +197,41 @@ def control_check(control) -> Check:
     return Check(f"control: {control.name}", "negative control", run, file_stem=f"control-{control.name}")
 
 
+def worked_cases() -> list[dict]:
+    """docs/spec.md §6's worked tau per policy (``src/rheo/examples/worked.json``) as case
+    dicts, each with its ``expected`` tau. Their defaults are left unset on purpose."""
+    shipped = json.loads(resources.files("rheo").joinpath("examples/worked.json").read_text(encoding="utf-8"))
+    tables = shipped["tables"]
+    return [
+        {"name": e["name"], **tables, "draft": {"*": e["draft"]}, **e["config"], "expected": {"tau": e["tau"]}}
+        for e in shipped["cases"]
+    ]
+
+
 def paper_example_check() -> Check:
+    """The paper's {A,B,C} example with the constant proxy (a lossy first-token law and
+    deviation, exactly), and docs/spec.md §6's worked tau per policy (m = 0 with a tie
+    that epsilon breaks and with the proxy's cap at 1): a changed default (epsilon) or a
+    dropped cap leaves every certificate lossless, and only tau shows it."""
+
     def run(profile: Profile, progress) -> Outcome:
         saved = read_case(corpus_dir() / "paper-abc-constant-proxy.json")
         r = certify(load_case(saved))
         first = [str(x) for x in r.cycle.first_token_law(3)]
         ok = not r.lossless and str(r.deviation.value) == "1/10" and first == ["9/50", "7/10", "3/25"]
-        return Outcome(
-            "pass" if ok else "fail",
+        detail = (
             f"first-token law {first} (docs/spec.md §6: 9/50, 7/10, 3/25), deviation {r.deviation.value} "
-            "(docs/spec.md §6: 1/10)",
+            "(docs/spec.md §6: 1/10)"
         )
+        wrong = []
+        cases = worked_cases()
+        for case in cases:
+            report = certify(load_case(case))
+            if not report.lossless or str(report.tau) != case["expected"]["tau"]:
+                wrong.append(f"{case['name']}: tau {report.tau}, docs/spec.md §6 says {case['expected']['tau']}")
+        if wrong:
+            return Outcome("fail", f"{detail}; worked tau differs: {'; '.join(wrong)}")
+        detail += f"; tau as docs/spec.md §6 gives it on all {len(cases)} worked cases"
+        return Outcome("pass" if ok else "fail", detail)
 
     return Check("control: paper {A,B,C}, constant proxy 1/4", "negative control", run)
