@@ -22,6 +22,7 @@ REAL_TESTS_PER_POLICY = 1 + REAL_SECOND + 1  # (a) first token, second tokens; (
 def fast_decisions_check() -> Check:
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.differential.fastpath import check_example, fast_examples  # needs torch
+        from rheo.checks.differential.fastpath_designed import designed_examples
 
         seen = {"equal": 0, "near": 0, "differs": 0}
 
@@ -31,13 +32,16 @@ def fast_decisions_check() -> Check:
                 seen[c.status] += 1
             return any(c.status == "differs" for c in checks)
 
-        found, seed = shrunk_search(fast_examples(), differs, profile.fast_examples, search_seed(profile))
+        designed = designed_examples()  # edge cases first, in every profile
+        found, seed = next((e for e in designed if differs(e)), None), search_seed(profile)
+        if found is None:
+            found, seed = shrunk_search(fast_examples(), differs, profile.fast_examples, seed)
         if found is None:
             return Outcome(
                 "pass",
-                f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
-                f"{seen['near']} set aside near a threshold",
-                data=dict(seen, seed=seed),
+                f"{len(designed)} designed and {profile.fast_examples} random batches x 3 requests (seed {seed}): "
+                f"{seen['equal']} equal, {seen['near']} set aside near a threshold",
+                data=dict(seen, seed=seed, designed=len(designed)),
             )
         V, cfg = found["case"]
         detail = [c.detail for c in check_example(found) if c.status == "differs"][0]

@@ -87,6 +87,55 @@ def matrix_cases(family: str, level: str) -> list[dict]:
                             out.append(_sampling_case(n, seed, depth, zeros, cfg))
                             continue
                         out.append(hashed_case(n, seed, depth, zero_share=zeros, **cfg))  # type: ignore[arg-type]  # case-file keys
+    if m == "variants":
+        out += designed_cases()
+    return out
+
+
+def _instances(cases: list[dict]) -> str:
+    designed = sum(str(c.get("name", "")).startswith("designed:") for c in cases)
+    return f"instances ({len(cases) - designed} generated, {designed} designed)" if designed else "generated instances"
+
+
+def designed_cases() -> list[dict]:
+    """Designed edge cases of the variants family, at every level: docs/spec.md §0's worked
+    filter compositions (each pair; a top-p run of exactly p; min_p at exactly the
+    threshold), decided exactly here, where float engines round, and the m = 0 proxy above
+    1 (q(x_1) + epsilon = 11/10, capped). The reference self-check compares the target law
+    at every prefix with an independent one, so a wrong composition fails here."""
+    p = ["2/5", "3/10", "1/5", "1/10"]
+    tree = {"policy": "rheo", "K": 3, "m": 1, "depth": 2, "budget": 3, "beam": 3, "draft_top_k": None}
+    filters = [
+        {"target_top_k": 3, "target_top_p": "3/4"},
+        {"target_top_k": 3, "target_min_p": "1/2"},
+        {"target_top_p": "9/10", "target_min_p": "3/5"},
+        {"target_top_k": 3, "target_top_p": "3/4", "target_min_p": "1/2"},
+        {"temperature": "1/2", "target_top_k": 2},
+    ]
+    out = [
+        {
+            "name": "designed: " + " ".join(f"{k.removeprefix('target_')} {v}" for k, v in f.items()),
+            "vocab_size": 4,
+            "target": {"*": p},
+            "draft": {"*": ["1/10", "1/5", "3/10", "2/5"], "": ["2/5", "3/10", "1/5", "1/10"]},
+            **tree,
+            "temperature": "1",
+            **f,
+        }
+        for f in filters
+    ]
+    out.append(
+        {
+            "name": "designed: m=0 proxy above 1 (epsilon 3/5)",
+            "vocab_size": 3,
+            "target": {"*": ["1/5", "1/2", "3/10"]},
+            "draft": {"*": ["1/2", "3/10", "1/5"]},
+            **tree,
+            "m": 0,
+            "epsilon": "3/5",
+            "temperature": "1",
+        }
+    )
     return out
 
 
@@ -152,7 +201,7 @@ def exact_matrix_check(family: str) -> Check:
             )
         return Outcome(
             "pass",
-            f"{len(cases)} generated instances, deviation exactly 0 on every one {what}",
+            f"{len(cases)} {_instances(cases)}, deviation exactly 0 on every one {what}",
             data={"instances": len(cases), "self_check_prefixes": compared},
         )
 
