@@ -104,8 +104,16 @@ def designed_cases() -> list[dict]:
     1 (q(x_1) + epsilon = 11/10, capped). The reference self-check compares the target law
     at every prefix with an independent one, so a wrong composition fails here."""
     p = ["2/5", "3/10", "1/5", "1/10"]
-    tree = {"policy": "rheo", "K": 3, "m": 1, "depth": 2, "budget": 3, "beam": 3, "draft_top_k": None}
-    filters = [
+    tree: dict[str, object] = {
+        "policy": "rheo",
+        "K": 3,
+        "m": 1,
+        "depth": 2,
+        "budget": 3,
+        "beam": 3,
+        "draft_top_k": None,
+    }
+    filters: list[dict[str, object]] = [
         {"target_top_k": 3, "target_top_p": "3/4"},
         {"target_top_k": 3, "target_min_p": "1/2"},
         {"target_top_p": "9/10", "target_min_p": "3/5"},
