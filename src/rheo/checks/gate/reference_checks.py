@@ -171,6 +171,17 @@ def matrix_instance(case: dict) -> tuple[bool, str, list[int], dict]:
 
 
 def exact_matrix_check(family: str) -> Check:
+    """Certify every generated (and designed) instance of one lossless family exactly, and
+    check the reference's target law against an independent one at every prefix visited.
+
+    Catches: any change to the reference's tree building or verification that moves
+    probability mass (a residual not renormalised, a proxy used in place of r(Y), a
+    bonus token from the untempered target), and, through the self-check, a wrong p_T
+    itself (a filter renormalised at the wrong step). Why not easier: sampling the
+    reference (a chi-square) misses a deviation below its detectable TV; comparing cycle
+    laws against the reference's own p_T alone cannot see a p_T that is wrong in the same
+    way everywhere."""
+
     def run(profile: Profile, progress) -> Outcome:
         cases = matrix_cases(family, profile.matrix)
         meter = Meter(f"exact matrix, {family}", len(cases), progress, unit="instances")
@@ -222,6 +233,15 @@ def corpus_dir() -> Path:
 
 
 def control_check(control) -> Check:
+    """One wrong-on-purpose variant (``rheo.checks.cases.corpus.CONTROLS``) must be found
+    NOT lossless by a shrunk search, and its saved counterexample must still be caught as
+    recorded.
+
+    Catches: a certifier that stopped seeing deviations (a tolerance grown, a comparison
+    against the wrong law, an enumerator that skips draws): every control would then
+    "pass". Why not easier: the matrix only shows that lossless code passes; without
+    known-lossy inputs a certifier that says LOSSLESS to everything would pass it too."""
+
     def run(profile: Profile, progress) -> Outcome:
         path = corpus_dir() / f"control-{control.name}.json"
         saved = read_case(path)
