@@ -126,9 +126,9 @@ def check_exact(
     deadline = None if budget is None else t0 + budget
     order = sorted(range(len(cases)), key=lambda i: cost(cases[i]))
     users = list(range(len(cases) - given, len(cases))) if given else []
-    first = users + [i for i in order[:EXACT_MINIMUM] if i not in users]
-    always = set(first)
-    run_order = first + [i for i in range(len(cases)) if i not in always]
+    leading = users + [i for i in order[:EXACT_MINIMUM] if i not in users]
+    always = set(leading)
+    run_order = leading + [i for i in range(len(cases)) if i not in always]
     calls = [(shipped(impl), cases[i], max_runs, None if i in always else deadline) for i in run_order]
     done_certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
     meter.close()
