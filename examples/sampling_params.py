@@ -319,9 +319,18 @@ class BadWordsOnAcceptedPrefix(SamplingParamsVerifier):
     cycle is missed and its last token is not banned after it. One-token words, and words
     that start in the accepted prefix and run into the draft, are still banned. This models
     the per-draft-position bad-words handling of TensorRT-LLM PRs #17955/#17701 (one-model
-    speculative decoding), the bad-words counterpart of vLLM PR #19482."""
+    speculative decoding), the bad-words counterpart of vLLM PR #19482.
 
-    sampling_parameters = {"bad_words"}
+    Like vLLM's ``bad_words`` (matched against the request's output tokens) it implements
+    the "generated" scope only: ``supports`` refuses "prompt_and_generated". It declares
+    ``presence_penalty`` beside ``bad_words``: with one declared parameter the supported
+    space holds a single case with it (a T = 0 Top-K tree), on which the defect does not
+    change the law."""
+
+    sampling_parameters = {"bad_words", "presence_penalty"}
+
+    def supports(self, config: dict) -> bool:
+        return config.get("bad_words_scope") != "prompt_and_generated"
 
     def law(self, logits: np.ndarray, config: dict, temperature: float, path: Sequence[int]) -> np.ndarray:
         out = process_logits(logits, config, path, steps=(1, 3, 4, 5, 6, 7))
@@ -339,9 +348,13 @@ class MinTokensAtTheRootOnly(SamplingParamsVerifier):
     output is generated + path and EOS must stay masked while len(generated) + d <
     min_tokens. An EOS can then be accepted (or emitted as the bonus token) before the
     request's minimum length. This models the min-tokens handling at draft positions of
-    TensorRT-LLM PRs #17955/#17701, the min_tokens counterpart of vLLM PR #19482."""
+    TensorRT-LLM PRs #17955/#17701, the min_tokens counterpart of vLLM PR #19482.
 
-    sampling_parameters = {"min_tokens"}
+    It declares ``presence_penalty`` beside ``min_tokens``: with one declared parameter the
+    supported space holds a single case with it (a T = 0 Top-K tree), on which the defect
+    does not change the law."""
+
+    sampling_parameters = {"min_tokens", "presence_penalty"}
 
     def law(self, logits: np.ndarray, config: dict, temperature: float, path: Sequence[int]) -> np.ndarray:
         steps = (1, 2, 3, 4, 5, 6, 7) if not path else (1, 2, 3, 5, 6, 7)

@@ -1,52 +1,59 @@
 """Sampling parameters under speculation (docs/spec.md §9): exact certification, on cases
-drawn from the supported space of each implementation of ``examples/sampling_params.py``,
-passes the verifier that applies the parameters at every position with that position's
-history (its quota met), and catches each planted engine defect ("not lossless (exact)")
-with a shrunk counterexample that carries the parameter the defect mishandles."""
+drawn from the supported space of each implementation of ``examples/sampling_params.py``
+(``rheo.checks.gate.coverage.supported_cases``, as ``rheo gate --impl`` draws them), passes
+the verifier that applies the parameters at every position with that position's history,
+with its quota met, and reports each planted engine defect "not lossless (exact)" with its
+smallest failing case and sequence."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-from rheo.checks.exact.check import check_exact
+from rheo.checks.cases.sampling import sampling_names
+from rheo.checks.exact.check import check_exact, cost
 from rheo.checks.gate.coverage import supported_cases, with_coverage
 from rheo.checks.protocol.load import load_implementation
+from rheo.reference.sampling import PARAMETERS
 from rheo.testing.planted import PLANTED_SAMPLING_BUGS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CORRECT = "examples.sampling_params:SamplingParamsVerifier"
-SEARCH = 40  # the quick profile's Hypothesis search (impl_exact_search)
-
-
-def certified(spec: str, level: str, search: int):
-    """The gate's exact-certification outcome for ``spec`` at the matrix ``level``, with its
-    coverage and quota (``rheo.checks.gate.checklist``'s exact check, without the gate)."""
-    impl = load_implementation(spec)
-    sel = supported_cases(impl, "exact", level)
-    outcome = check_exact(impl, sel.cases, search, 0)
-    compared = [c["case_name"] for c in outcome.data.get("cases", []) if c["verdict"] in ("lossless", "not lossless")]
-    return with_coverage(outcome, sel, sel.cases, compared), sel
 
 
 def test_the_verifier_that_applies_the_parameters_per_position_is_lossless_with_its_quota_met():
-    outcome, sel = certified(CORRECT, "quick", SEARCH)
-    assert outcome.verdict == "pass", outcome.detail
-    assert outcome.detail.startswith("lossless (exact)")
-    assert "shortfall" not in outcome.data, outcome.data["shortfall"]
-    assert outcome.data["certified"] >= sel.quota
-    assert any(c.get("target_logits") is not None for c in sel.cases)  # the parameters were drawn
+    """The gate's exact check at the quick level (no search: it draws no sampling cases)."""
+    impl = load_implementation(CORRECT)
+    assert impl.sampling_parameters == set(PARAMETERS)
+    sel = supported_cases(impl, "exact", "quick")
+    outcome = check_exact(impl, sel.cases)
+    compared = [c["case_name"] for c in outcome.data["cases"] if c["verdict"] in ("lossless", "not lossless")]
+    outcome = with_coverage(outcome, sel, sel.cases, compared)
+    assert outcome.verdict == "pass" and outcome.detail.startswith("lossless (exact)"), outcome.detail
+    assert "shortfall" not in outcome.data and len(compared) >= sel.quota
+    drawn = {p for c in sel.cases for p in sampling_names(c)}
+    assert drawn == set(PARAMETERS)  # every parameter was drawn, and certified
+    assert all(outcome.data["coverage"][p]["covered"] == ["off", "on"] for p in PARAMETERS)
 
 
 @pytest.mark.parametrize("name", list(PLANTED_SAMPLING_BUGS))
-def test_each_planted_sampling_bug_is_not_lossless_exactly_with_a_minimal_counterexample(name):
+def test_each_planted_sampling_bug_is_not_lossless_exactly_with_its_smallest_counterexample(name):
+    """On the drawn cases that carry sampling parameters (the others certify the loop
+    implementation, untouched by every defect), cheapest first, so that the case the check
+    reports, its first failing one, is the smallest."""
     spec = f"examples.sampling_params:{name}"
-    outcome, _ = certified(spec, "smoke", SEARCH)
+    impl = load_implementation(spec)
+    sel = supported_cases(impl, "exact", "smoke")
+    cases = sorted((c for c in sel.cases if sampling_names(c)), key=cost)
+    assert cases and all(set(sampling_names(c)) <= impl.sampling_parameters for c in cases)
+    outcome = check_exact(impl, cases)
     assert outcome.verdict == "fail" and outcome.detail.startswith("not lossless (exact)"), outcome.detail
     found = outcome.counterexample
-    assert found["verdict"] == "not lossless (exact)" and found["sequence"]
-    declared = load_implementation(spec).obj.sampling_parameters
-    assert any(found["case"].get(p) is not None for p in declared), found["case"]  # the defect needs them
-    assert found["deviation"] > 1e-6
+    assert found["check"] == "exact certification" and found["implementation"] == spec and not found["shrunk"]
+    assert found["worst_sequence"] and found["max_abs_deviation"] > 1e-6  # far above the 1e-9 tolerance
+    bad = [c for c in outcome.data["cases"] if c["verdict"] == "not lossless"]
+    assert found["case_name"] == bad[0]["case_name"]
+    assert cost(found["case"]) == min(cost(c) for c in cases if c["name"] in {b["case_name"] for b in bad})
+    print(f"{name}: {outcome.detail}")
