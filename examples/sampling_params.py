@@ -20,6 +20,11 @@ Lossless:
 - ``SamplingParamsVerifier``: every verified node, the bonus token and the correction token
   read the processed law along the node's own path.
 
+Lossless, yet not docs/spec.md's algorithm:
+
+- ``DraftOnlyLogitBias``: the logit bias applied to the draft's law as well (the target's is
+  right): another draft, and losslessness holds for any draft.
+
 Lossy (each declares only the parameters its defect needs, so that its cases are drawn from
 that part of the space):
 
@@ -287,25 +292,37 @@ class ProcessedOnlyAtTheEnd(SamplingParamsVerifier):
         return self.law(logits, config, temperature, path)
 
 
-class DraftSideLogitBias(SamplingParamsVerifier):
+class DraftOnlyLogitBias(SamplingParamsVerifier):
+    """The logit bias applied to the draft's law too (before draft_top_k and the softmax),
+    the target side right: lossless, since losslessness holds for any draft law (Theorem 1,
+    docs/spec.md §5, asks nothing of it) when the verifier is handed the residual law each
+    sample was drawn from, which the tree's ``sample_probs`` is. Only the trees, and how
+    often drafts are accepted, change. (``presence_penalty`` is declared too, so that more
+    than one case with the bias is drawn.)"""
+
+    sampling_parameters = {"logit_bias", "presence_penalty"}
+
+    def draft_law(self, logits: np.ndarray, config: dict) -> np.ndarray:
+        return super().draft_law(process_logits(logits, config, (), steps=(5,)), config)
+
+
+class DraftSideLogitBias(DraftOnlyLogitBias):
     """A logit bias applied to the draft and the bonus token, not to the target's verified
     positions.
 
     The plainer defect, "a logit bias applied to the draft's law and not to the target's",
-    is *lossless* in this algorithm and so cannot be planted: losslessness holds for any
-    draft law (docs/spec.md §5, Theorem 1), as long as the verifier is handed the law each
-    sample was really drawn from, which the tree's ``sample_probs`` is. A biased draft only
-    changes which tokens are proposed and how often they are accepted. What is lossy is the
-    target side: here the tree is drafted from the biased law (``draft_law``), the bonus
+    is *lossless* in this algorithm and so cannot be planted (``DraftOnlyLogitBias``, which
+    exact certification passes): losslessness holds for any draft law, as long as the
+    verifier is handed the law each sample was really drawn from, which the tree's
+    ``sample_probs`` is. A biased draft only changes which tokens are proposed and
+    how often they are accepted. What is lossy is the target side: here the tree is
+    drafted from the biased law (``DraftOnlyLogitBias.draft_law``), the bonus
     token after a leaf is drawn from the fully processed law, but the acceptance tests and
     the correction token at a verified position read the law without the bias (the other
     parameters still applied). This models SGLang #10617: with EAGLE the logit bias did not
     reach every token (the verify step ignored it; fixed by SGLang PR #11555)."""
 
     sampling_parameters = {"logit_bias"}
-
-    def draft_law(self, logits: np.ndarray, config: dict) -> np.ndarray:
-        return super().draft_law(process_logits(logits, config, (), steps=(5,)), config)
 
     def test_law(self, logits: np.ndarray, config: dict, temperature: float, path: Sequence[int]) -> np.ndarray:
         unbiased = {**config, "logit_bias": None}

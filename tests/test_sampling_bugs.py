@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rheo.checks.cases.sampling import sampling_names
+from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.exact.check import check_exact, cost
 from rheo.checks.gate.coverage import supported_cases, with_coverage
 from rheo.checks.protocol.load import load_implementation
@@ -36,6 +37,19 @@ def test_the_verifier_that_applies_the_parameters_per_position_is_lossless_with_
     drawn = {p for c in sel.cases for p in sampling_names(c)}
     assert drawn == set(PARAMETERS)  # every parameter was drawn, and certified
     assert all(outcome.data["coverage"][p]["covered"] == ["off", "on"] for p in PARAMETERS)
+
+
+def test_a_logit_bias_on_the_draft_side_alone_is_lossless():
+    """Why the draft-side bias bug also leaves the bias out of the target's verified
+    positions: biasing the draft alone is another draft, and losslessness holds for any."""
+    impl = load_implementation("examples.sampling_params:DraftOnlyLogitBias")
+    case = next(c for c in supported_cases(impl, "exact", "smoke").cases if c.get("logit_bias") and c["K"] > 1)
+    biased = certify_implementation(impl, case)
+    assert biased.verdict == "lossless", biased.summary()
+    # and the bias does reach the draft: the cycle law is not the unbiased verifier's
+    plain = certify_implementation(load_implementation(CORRECT), case)
+    assert plain.verdict == "lossless"
+    assert max(abs(biased.law.get(o, 0.0) - plain.law.get(o, 0.0)) for o in set(biased.law) | set(plain.law)) > 1e-3
 
 
 @pytest.mark.parametrize("name", list(PLANTED_SAMPLING_BUGS))
