@@ -25,10 +25,12 @@ CORRECT = "examples.sampling_params:SamplingParamsVerifier"
 
 
 def test_the_verifier_that_applies_the_parameters_per_position_is_lossless_with_its_quota_met():
-    """The gate's exact check at the quick level (no search: it draws no sampling cases)."""
+    """The gate's exact check at the smoke level (no search: it draws no sampling cases).
+    The sampling cases are those of the quick level (each parameter alone and with each
+    other); quick adds matrix cases without parameters (`rheo gate`: docs/gate.md)."""
     impl = load_implementation(CORRECT)
     assert impl.sampling_parameters == set(PARAMETERS)
-    sel = supported_cases(impl, "exact", "quick")
+    sel = supported_cases(impl, "exact", "smoke")
     outcome = check_exact(impl, sel.cases)
     compared = [c["case_name"] for c in outcome.data["cases"] if c["verdict"] in ("lossless", "not lossless")]
     outcome = with_coverage(outcome, sel, sel.cases, compared)
