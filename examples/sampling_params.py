@@ -5,7 +5,7 @@ position's own history, and five subclasses with one defect each that serving en
 shipped. All follow the handed uniforms.
 
     rheo gate --impl examples.sampling_params:SamplingParamsVerifier --profile smoke   # passes
-    rheo gate --impl examples.sampling_params:StalePenaltyState --only exact           # exits 1
+    rheo gate --impl examples.sampling_params:StalePenaltyState --only "exact certification"   # exits 1
 
 The logit processing (``process_logits``) is numpy float64 and imports nothing from
 ``rheo``: it is an independent reading of §9, not a call into the reference, so that the
