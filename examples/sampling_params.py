@@ -1,8 +1,8 @@
 """Sampling parameters under speculation (docs/spec.md §9), written from the specification's
 text alone: the loop implementation (``examples.loop_impl``) whose verifier applies the
 request's parameters itself to the raw target logits, at every position with that
-position's own history, and five subclasses with one defect each that serving engines have
-shipped. All follow the handed uniforms.
+position's own history; five subclasses with one defect each that serving engines have
+shipped; and one lossless departure (a biased draft). All follow the handed uniforms.
 
     rheo gate --impl examples.sampling_params:SamplingParamsVerifier --profile smoke   # passes
     rheo gate --impl examples.sampling_params:StalePenaltyState --only "exact certification"   # exits 1
