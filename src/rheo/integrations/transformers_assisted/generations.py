@@ -125,6 +125,8 @@ class PromptLookupGeneration(WholeGeneration, PromptLookupCandidateGenerator):
     """``generate(prompt_lookup_num_tokens=L)`` over a whole generation (its n-grams are
     searched in the prompt and in what the generation emitted so far)."""
 
+    sampling_parameters = GENERATION_PARAMETERS
+
 
 class MTPGeneration(WholeGeneration, MTPCandidateGenerator):
     """``generate(use_mtp=True)`` over a whole generation (the MTP cache cropped each cycle).
@@ -139,8 +141,8 @@ class MTPGeneration(WholeGeneration, MTPCandidateGenerator):
     def root_length(self, L: int) -> int:
         return self.prompt_tokens + 1
 
-    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] = ()) -> tuple[int, ...]:
-        assert not context  # supports: no sampling parameters
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        assert context is None  # supports: no sampling parameters
         anchor = tables.V
         tables.root = (anchor,) * (self.prompt_tokens + 1)  # the prompt, then the anchor its prefill emits
         return (anchor,) * self.prompt_tokens

@@ -314,11 +314,12 @@ class GenerateCycle:
     def reset(self, built: Built) -> None:
         """Undo what an interrupted ``generate`` may have left behind (nothing, by default)."""
 
-    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] = ()) -> tuple[int, ...]:
-        """The prompt: the anchor, then ``context`` (prompt + generated, where the case has
-        sampling parameters); sets ``tables.root`` (the prompt, and the anchor a prefill
-        emits)."""
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """The prompt: the anchor, then ``context`` (prompt + generated; None when the case
+        has no sampling parameters); sets ``tables.root`` (the prompt, and the anchor a
+        prefill emits)."""
         anchor = tables.V
+        context = context or ()
         tables.root = (anchor,) + context + ((anchor,) if self.prefill_first else ())
         return (anchor,) + context
 
@@ -340,7 +341,7 @@ class GenerateCycle:
         if built is None:
             built = self.built[(V, L)] = self.build(V, L, State(V))
         tables = Tables(V, draft_logits, target_logits, (), config.get("draft_top_k"))
-        prompt = self.prompt(tables, L, context_of(config))
+        prompt = self.prompt(tables, L, context_of(config) if parameters_set(config) else None)
         built.state.tables = tables
         self.reset(built)
         root = len(tables.root)
@@ -403,13 +404,19 @@ class EarlyExitCandidateGenerator(GenerateCycle):
 class PromptLookupCandidateGenerator(GenerateCycle):
     """``generate(prompt_lookup_num_tokens=L)``: drafts from the prompt's n-grams and
     ignores the draft table; the prompt [anchor, c_1..c_L, anchor] holds the draft table's
-    greedy path c as the continuation of its 1-gram."""
+    greedy path c as the continuation of its 1-gram. With sampling parameters the prompt is
+    the case's history (anchor + prompt + generated, which the parameters read), and prompt
+    lookup drafts whatever n-gram continuation it finds there (none: the cycle samples one
+    token)."""
+
+    sampling_parameters = GENERATE_PARAMETERS
 
     def root_length(self, L: int) -> int:
         return L + 2
 
-    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] = ()) -> tuple[int, ...]:
-        assert not context  # supports: no sampling parameters (the prompt would enter their history)
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        if context is not None:
+            return super().prompt(tables, L, context)
         anchor = tables.V
         tables.root = (anchor,) + tables.greedy_path(L) + (anchor,)
         return tables.root
