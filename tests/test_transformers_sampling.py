@@ -9,9 +9,6 @@ not implement. Verdicts are transformers 5.24's (other versions skip)."""
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import numpy as np
 import pytest
 
@@ -25,6 +22,7 @@ if not transformers.__version__.startswith("5.24."):
     )
 
 from rheo.casefile import load_case  # noqa: E402
+from rheo.checks.cases.sampling import with_logits  # noqa: E402
 from rheo.checks.exact.check import check_exact  # noqa: E402
 from rheo.checks.protocol.inputs import protocol_config  # noqa: E402
 from rheo.checks.protocol.load import Implementation, load_implementation  # noqa: E402
@@ -37,16 +35,12 @@ ALL = sorted(generators.GENERATE_PARAMETERS)
 
 
 def sampling_case(V: int, seed: int, temperature: str = "1", depth: int = 2, **parameters) -> dict:
-    """A chain case (K = 1, policy rheo, m = 0, budget = depth) of float64 arithmetic whose
-    raw target logits (``target_logits``) are log p + 1 of ``hashed_case``'s target law, so
-    that they have both signs (the repetition penalty divides a positive logit and multiplies
-    a negative one), with the sampling parameters given (case-file names)."""
+    """A chain case (K = 1, policy rheo, m = 0, budget = depth) of float64 arithmetic with
+    raw target logits of both signs (``with_logits``: log p + log V of ``hashed_case``'s
+    target law; the repetition penalty divides a positive logit and multiplies a negative
+    one) and the sampling parameters given (case-file names)."""
     case = hashed_case(V, seed, depth, policy="rheo", K=1, m=0, budget=depth, beam=1, temperature=temperature)
-    target = case.pop("target")
-    case["target_logits"] = {
-        key: [math.log(Fraction(p)) + 1.0 if Fraction(p) > 0 else "-inf" for p in law] for key, law in target.items()
-    }
-    return {**case, "arithmetic": "float64", **parameters}
+    return {**with_logits(case), **parameters}
 
 
 # one case per parameter (V = 4, depth 2: every position of the cycle reads a history that the
@@ -122,9 +116,38 @@ def test_supports_refuses_the_variants_and_parameters_transformers_does_not_take
     # a one-token bad word that is an end-of-sequence id: transformers drops it once eos is set
     eos = protocol_config(load_case(CASES["bad_words+min_tokens"]))
     assert adapter.supports(eos) and not adapter.supports({**eos, "bad_words": [[1]]})
-    # the adapters whose prompt is not the case's history take no sampling parameter
-    for name in ("PromptLookupCandidateGenerator", "MTPCandidateGenerator", "SpeculativeSampling"):
+    # prompt lookup drafts from the case's history and the verifier alone reads it; the
+    # prefill-first adapters (their prefill writes the anchor into the history) and the
+    # different-tokenizer ones take no sampling parameter
+    for name in ("PromptLookupCandidateGenerator", "EarlyExitCandidateGenerator", "SpeculativeSampling"):
+        assert impl(name).obj.supports(config), name
+    for name in (
+        "MTPCandidateGenerator",
+        "DFlashTokenCandidateGenerator",
+        "SinglePositionMultiTokenCandidateGenerator",
+        "UniversalSpeculativeDecodingPermuted",
+    ):
         assert not impl(name).obj.supports(config), name
     whole = load_implementation(f"{MODULE}.generations:AssistedGeneration").obj
     assert "min_tokens" not in whole.sampling_parameters  # its eos_token_id would end a generation early
     assert whole.supports({**config, "n_tokens": 3})
+
+
+class WithoutHistory(generators.AssistedCandidateGenerator):
+    """A planted bug: ``generate`` is given the parameters but not the history (its prompt is
+    the anchor alone, where the case has a prompt and generated tokens); ``sampler_law``
+    still reads the whole history, as the request defines it."""
+
+    def prompt(self, tables, L, context=None):
+        return super().prompt(tables, L, () if context is not None else None)
+
+    def supports(self, config: dict) -> bool:
+        return super().supports(config) and bool(generators.context_of(config))
+
+
+@pytest.mark.parametrize("name", ["repetition_penalty", "no_repeat_ngram_size"])
+def test_the_check_sees_a_history_left_out(name):
+    """The check is not blind to the history: without prompt + generated in input_ids, the
+    same transformers code is not lossless against the request's law."""
+    out = check_exact(Implementation(WithoutHistory(), "without-history"), [CASES[name]])
+    assert out.verdict == "fail" and "not lossless" in out.detail, out.detail

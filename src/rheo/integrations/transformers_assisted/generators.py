@@ -38,6 +38,7 @@ from rheo.integrations.transformers_assisted.models import (
     TableLM,
     Tables,
 )
+from rheo.reference.sampling import PARAMETERS
 
 
 class StopAfter(StoppingCriteria):
@@ -77,19 +78,7 @@ def chain_length(config: dict) -> int:
     return int(min(config["depth"], config["budget"]))
 
 
-# docs/spec.md §9's parameters (rheo.reference.sampling.PARAMETERS), and those that
-# ``generate`` takes from its own arguments: transformers' names for them are in ``sampling_kwargs``
-PARAMETERS = (
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "logit_bias",
-    "sequence_bias",
-    "bad_words",
-    "no_repeat_ngram_size",
-    "allowed_token_ids",
-    "min_tokens",
-)
+# the sampling parameters (docs/spec.md §9) ``generate`` takes from its own arguments (``sampling_kwargs``)
 GENERATE_PARAMETERS = frozenset(
     {"repetition_penalty", "no_repeat_ngram_size", "bad_words", "min_tokens", "sequence_bias"}
 )
