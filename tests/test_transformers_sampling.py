@@ -151,3 +151,13 @@ def test_the_check_sees_a_history_left_out(name):
     same transformers code is not lossless against the request's law."""
     out = check_exact(Implementation(WithoutHistory(), "without-history"), [CASES[name]])
     assert out.verdict == "fail" and "not lossless" in out.detail, out.detail
+
+
+def test_a_whole_generation_applies_bad_words_across_cycles_losslessly():
+    """Several cycles in one ``generate(assistant_model=...)``: each cycle's positions read
+    the tokens of the cycles before it (n = 3, L = 2)."""
+    from rheo.checks.exact.generation import certify_generation
+
+    whole = load_implementation(f"{MODULE}.generations:AssistedGeneration")
+    cert = certify_generation(whole, {**CASES["bad_words"], "n_tokens": 3})
+    assert cert.verdict == "lossless" and cert.deviation < 1e-6, cert.summary()
