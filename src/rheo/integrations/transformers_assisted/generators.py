@@ -287,7 +287,7 @@ class GenerateCycle:
     def sampling_supported(self, config: dict) -> bool:
         """The config's sampling parameters are ones this adapter passes to ``generate`` (and
         its prompt + generated empty where it declares none)."""
-        accepted = getattr(self, "sampling_parameters", frozenset())
+        accepted: frozenset[str] = frozenset(getattr(self, "sampling_parameters", ()))
         if not accepted and context_of(config):
             return False
         return sampling_refusal(config, accepted) is None
