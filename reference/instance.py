@@ -3,7 +3,10 @@
 ``Instance.node_laws(prefix)`` holds everything the draft side computes at one node
 (docs/spec.md §1-§2): the truncated draft law, its ranking, the leads, the residual support
 and law, the proxy and the fills; ``Instance.target_law(prefix)`` is p_T with the target
-filters. Both are cached per prefix.
+filters, after the request's sampling parameters (docs/spec.md §9) when it has any. Both
+are cached per prefix. A target given as raw logits (``target_logits``, a table of logit
+vectors; -inf = probability 0) is read through their softmax where a law is asked of
+``target`` itself.
 
 ``Instance.deadline`` (None by default; ``certify(inst, deadline=...)`` sets it for its
 run) bounds the loops over a law's ``vocab_size`` entries made here and in verification.
@@ -11,6 +14,7 @@ run) bounds the loops over a law's ``vocab_size`` entries made here and in verif
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from typing import Any
 from .deadline import Deadline, paced
 from .numbers import CaseError, Law, Number, Temperature, apply_filters, keep_top_k, parse_exact, rank_order, temper
 from .params import UNTEMPERED, Params, Prefix, parse_prefix, prefix_key
+from .sampling import process_logits, softmax
 
 Config = Params  # the reference's name for the one parameter type (rheo.reference.params)
 # a table in the Python API: {prefix tuple or "*" or "0,2": law}, one law for every prefix, or prefix -> law
@@ -109,14 +114,32 @@ class Instance:
     """Target table, draft table and configuration; the laws the algorithm reads."""
 
     def __init__(
-        self, vocab_size: int, target: Table, draft: Table, config: Params, deadline: Deadline | None = None
+        self,
+        vocab_size: int,
+        target: Table | None,
+        draft: Table,
+        config: Params,
+        deadline: Deadline | None = None,
+        target_logits: Table | None = None,
     ) -> None:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
             raise CaseError("vocab_size", f"must be an integer >= 1, got {vocab_size!r}")
         self.n = vocab_size
+        if target_logits is not None:
+            if config.exact:
+                raise CaseError("target_logits", 'raw logits need "arithmetic": "float64" (docs/spec.md §9)')
+            logits = target_logits
+            target = Table("target", {}, fn=lambda prefix: softmax(self._checked_logits(logits, prefix)))
+        elif target is None:
+            raise CaseError("target", "is required (or target_logits: raw logits)")
         self.target = target
+        self.target_logits = target_logits  # the raw logits, when the case gives them
         self.draft = draft
         self.config = config
+        if config.sampling is not None:
+            for field, tok in config.sampling.token_ids():
+                if tok >= vocab_size:
+                    raise CaseError(field, f"names token {tok}, but vocab_size is {vocab_size}")
         self.deadline = deadline  # checked by the loops over vocab_size entries (None: no limit)
         self._target_cache: dict[Prefix, Law] = {}
         self._node_cache: dict[Prefix, NodeLaws] = {}
@@ -162,12 +185,37 @@ class Instance:
             self._checked.add(key)
         return law
 
+    def _checked_logits(self, table: Table, prefix: Prefix) -> tuple[float, ...]:
+        logits = tuple(float(x) for x in table(prefix))
+        key = (table.name, prefix)
+        if key not in self._checked:
+            check_logits(logits, self.n, f'{table.name}["{prefix_key(prefix)}"]')
+            self._checked.add(key)
+        return logits
+
+    def raw_target_logits(self, prefix: Prefix) -> tuple[float, ...]:
+        """The target's raw logits at ``prefix``: the ``target_logits`` table's, or log p
+        (-inf where p = 0) of a probability table."""
+        if self.target_logits is not None:
+            return self._checked_logits(self.target_logits, prefix)
+        return tuple(math.log(x) if x > 0 else -math.inf for x in self._checked_law(self.target, prefix))
+
+    def base_target_law(self, prefix: Prefix) -> Law:
+        """The target's law at ``prefix`` before temperature and filters: the table's, or,
+        with sampling parameters, the softmax of the processed logits (docs/spec.md §9)."""
+        s = self.config.sampling
+        if s is None:
+            return self._checked_law(self.target, prefix)
+        processed = process_logits(self.raw_target_logits(prefix), s, prefix)
+        return softmax(processed, f'target at prefix "{prefix_key(prefix)}" after the sampling parameters')
+
     def target_law(self, prefix: Prefix) -> Law:
-        """p_T(. | prefix) with the target filters (docs/spec.md §0)."""
+        """p_T(. | prefix) with the target filters (docs/spec.md §0), after the sampling
+        parameters (§9) when there are any."""
         law = self._target_cache.get(prefix)
         if law is None:
             c, d = self.config, self.deadline
-            law = apply_filters(temper(self._checked_law(self.target, prefix), c.temperature, d), c.target_filters, d)
+            law = apply_filters(temper(self.base_target_law(prefix), c.temperature, d), c.target_filters, d)
             self._target_cache[prefix] = law
         return law
 
@@ -257,6 +305,17 @@ def check_law(law: Sequence[Number], n: int, exact: bool, where: str, deadline: 
             raise CaseError(where, f"must sum to exactly 1 in exact mode, sums to {total}")
     elif abs(float(total) - 1.0) > 1e-9:
         raise CaseError(where, f"must sum to 1 (within 1e-9), sums to {float(total)!r}")
+
+
+def check_logits(logits: Sequence[float], n: int, where: str) -> None:
+    """A logit vector: n entries, each finite or -inf, at least one finite."""
+    if len(logits) != n:
+        raise CaseError(where, f"must have vocab_size = {n} entries, got {len(logits)}")
+    for i, x in enumerate(logits):
+        if math.isnan(x) or x == math.inf:
+            raise CaseError(f"{where}[{i}]", f'must be a finite number or "-inf", got {x}')
+    if all(x == -math.inf for x in logits):
+        raise CaseError(where, 'every entry is "-inf": no token has probability > 0')
 
 
 def exact_law(values: Sequence[object], field: str, deadline: Deadline | None = None) -> Law:

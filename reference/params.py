@@ -31,6 +31,8 @@ from fractions import Fraction
 from typing import Any, Literal, get_args
 
 from .numbers import CaseError, Number, Temperature, parse_exact
+from .sampling import CASE_KEYS as SAMPLING_KEYS
+from .sampling import SamplingParameters
 
 Policy = Literal["rheo", "topk"]
 Verifier = Literal["rheo", "sample_last", "class_law"]
@@ -136,7 +138,8 @@ class Params:
     variants (proxy "self"/constant, tie_break "token", verify "sample_last"/"class_law",
     draft_law "dense"/"untempered") exist for the negative controls only. ``temperature``
     is the reference's T; the fastpath takes one T per request instead (this one is its
-    default).
+    default). ``sampling`` holds the request's sampling parameters (penalties, biases, bad
+    words, ...: docs/spec.md §9; None = none, float64 arithmetic only).
     """
 
     policy: Policy
@@ -154,6 +157,7 @@ class Params:
     draft_law: DraftLaw = "sampled"
     target_filters: TargetFilters = field(default_factory=TargetFilters)
     arithmetic: Arithmetic = "exact"
+    sampling: SamplingParameters | None = None
 
     # case-file keys that configure the algorithm (the tables and vocab_size aside)
     CASE_KEYS = (
@@ -174,6 +178,7 @@ class Params:
         "target_top_k",
         "target_top_p",
         "target_min_p",
+        *SAMPLING_KEYS,
     )
 
     def __post_init__(self) -> None:
@@ -219,6 +224,16 @@ class Params:
             raise CaseError("target_top_p", f"must lie in (0, 1], got {f.top_p}")
         if f.min_p is not None and not (0 <= f.min_p <= 1):
             raise CaseError("target_min_p", f"must lie in [0, 1], got {f.min_p}")
+        if self.sampling is not None:
+            if not isinstance(self.sampling, SamplingParameters):
+                raise CaseError("sampling", "must be a SamplingParameters (use Params.from_case to read case keys)")
+            if self.exact:
+                name = self.sampling.active[0] if self.sampling.active else "sampling"
+                raise CaseError(
+                    name,
+                    'sampling parameters need "arithmetic": "float64" (the exponential of a bias or a penalised '
+                    "logit is not rational; docs/spec.md §9)",
+                )
 
     @property
     def B(self) -> int:
@@ -246,6 +261,8 @@ class Params:
         """
         if arithmetic == self.arithmetic:
             return self
+        if arithmetic == "exact" and self.sampling is not None:
+            raise CaseError("arithmetic", "sampling parameters run in float64 only (docs/spec.md §9)")
         conv: Callable[[Number], Number] = (lambda x: parse_exact(x, "number")) if arithmetic == "exact" else float
         p = self.proxy
         proxy = p
@@ -276,7 +293,7 @@ class Params:
         API) a callable; ``temperature`` a number or a ``Temperature``. Unknown keys are an
         error naming the key; ``m`` is ignored when policy is "topk".
         """
-        unknown = [k for k in case if k not in Params.CASE_KEYS and k != "target_filters"]
+        unknown = [k for k in case if k not in Params.CASE_KEYS and k not in ("target_filters", "sampling")]
         if unknown:
             raise CaseError(str(unknown[0]), f"unknown key; allowed keys: {', '.join(Params.CASE_KEYS)}")
         for required in ("policy", "K", "depth", "budget"):
@@ -316,6 +333,10 @@ class Params:
                 None if top_p is None else num(top_p, "target_top_p"),
                 None if min_p is None else num(min_p, "target_min_p"),
             )
+        if isinstance(case.get("sampling"), SamplingParameters):
+            kw["sampling"] = case["sampling"]
+        else:
+            kw["sampling"] = SamplingParameters.from_case(case)
         return Params(**kw)
 
     def to_case(self) -> dict[str, Any]:
@@ -342,12 +363,15 @@ class Params:
             target_top_p=None if f.top_p is None else _text(f.top_p),
             target_min_p=None if f.min_p is None else _text(f.min_p),
         )
+        if self.sampling is not None:
+            out.update(self.sampling.to_case())
         return out
 
     def to_protocol(self, vocab_size: int) -> dict[str, Any]:
         """The config dict an ``--impl`` implementation receives (rheo.checks.protocol):
         case-file names, numbers as floats, beam resolved, m = 0 for Top-K."""
         f = self.target_filters
+        sampling = {} if self.sampling is None else self.sampling.to_protocol()
         return {
             "vocab_size": vocab_size,
             "policy": self.policy,
@@ -361,6 +385,7 @@ class Params:
             "target_top_k": f.top_k,
             "target_top_p": None if f.top_p is None else float(f.top_p),
             "target_min_p": None if f.min_p is None else float(f.min_p),
+            **sampling,
         }
 
 

@@ -145,9 +145,11 @@ MANY = [  # (case, the fields of its errors in order, the one message the loader
     (
         bad(colour="red", m=3, target={"*": ["1/5", "1/2", "1/2"]}),
         ["colour", 'target["*"]', "m"],
-        "colour: unknown key; allowed keys here: K, arithmetic, beam, budget, depth, description, draft, draft_law, "
-        "draft_top_k, epsilon, expected, m, n_tokens, name, policy, proxy, target, target_min_p, target_top_k, "
-        "target_top_p, temperature, tie_break, verify, vocab_size",
+        "colour: unknown key; allowed keys here: K, allowed_token_ids, arithmetic, bad_words, bad_words_scope, "
+        "beam, budget, depth, description, draft, draft_law, draft_top_k, eos_token_id, epsilon, expected, "
+        "frequency_penalty, generated, logit_bias, m, min_tokens, n_tokens, name, no_repeat_ngram_size, policy, "
+        "presence_penalty, prompt, proxy, repetition_penalty, repetition_penalty_form, sequence_bias, target, "
+        "target_logits, target_min_p, target_top_k, target_top_p, temperature, tie_break, verify, vocab_size",
     ),
     (
         {"vocab_size": 2},

@@ -37,7 +37,7 @@ from typing import Any
 import jsonschema
 
 from rheo.reference.deadline import Deadline, paced
-from rheo.reference.instance import Instance, Table, check_law
+from rheo.reference.instance import Instance, Table, check_law, check_logits
 from rheo.reference.numbers import CaseError, Law, parse_exact
 from rheo.reference.params import Params, parse_prefix
 
@@ -48,8 +48,16 @@ MAX_POWER = 1000  # exact temperature T = 1/k, k <= MAX_POWER: p^k has k times t
 MAX_DEPTH = 1_000_000  # a cycle's output is continued to depth + 1 tokens
 MAX_N_TOKENS = 1_000_000  # the tokens of one whole generation ("n_tokens", default depth + 1)
 MAX_ERRORS = 20  # independent errors reported at once; checking stops at this many
-TABLES = ("target", "draft")
-NUMBER_FIELDS = ("epsilon", "temperature", "target_top_p", "target_min_p")  # besides the tables and the proxy
+TABLES = ("target", "draft", "target_logits")  # target_logits: raw logits instead of target (docs/spec.md §9)
+NUMBER_FIELDS = (
+    "epsilon",
+    "temperature",
+    "target_top_p",
+    "target_min_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+)  # besides the tables and the proxy
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +71,7 @@ def _field_name(path) -> str:
     for i, part in enumerate(parts):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif i > 0 and parts[0] in ("target", "draft") and i == 1:
+        elif i > 0 and parts[0] in TABLES and i == 1:
             out += f'["{part}"]'
         elif i > 0 and parts[i - 1] == "per_prefix":
             out += f'["{part}"]'
@@ -219,6 +227,29 @@ def _law(vec: list, field: str, deadline: Deadline | None, before: int = 0) -> l
     return law
 
 
+def _logits(vec: list, field: str, deadline: Deadline | None, before: int = 0) -> list[float]:
+    """One vector of raw logits: numbers, or the string "-inf" (probability 0), read in float64."""
+    out = []
+    for i, v in enumerate(vec):
+        if deadline is not None:
+            deadline.check(before + i, "table entries read")
+        where = f"{field}[{i}]"
+        if isinstance(v, str) and v.strip().lower() == "-inf":
+            out.append(float("-inf"))
+            continue
+        if not _is_json_number_or_string(v):
+            raise _type_error(where, ["number", "string"], v)
+        check_number_size(v, where)
+        try:
+            x = float(parse_exact(v, where))
+        except CaseError:
+            raise CaseError(where, f'expected a logit: a number or "-inf", got {shown(v)}') from None
+        except OverflowError:
+            raise CaseError(where, f"is too large for float64, got {shown(v)}") from None
+        out.append(x)
+    return out
+
+
 def _check_keys(case: dict) -> None:
     """Object keys are strings (a Python dict may hold others)."""
     for key in case:
@@ -335,6 +366,11 @@ def _check_vector(
     bad, so the law's sum and signs only); the law read goes into ``laws[key]``."""
     if n is not None:
         _check_prefix_key(key, n, field)
+    if field.startswith("target_logits"):
+        logits = _logits(vec, field, deadline, before)
+        check_logits(logits, len(logits) if n is None else n, field)
+        laws[key] = logits
+        return
     law = _law(vec, field, deadline, before)
     check_law(law, len(law) if n is None else n, exact, field, deadline)
     laws[key] = law
@@ -351,6 +387,12 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
         raise CaseError("(case)", "a case file holds one JSON object")
     _check_keys(case)
     found = _Found()
+    if "target" not in case and "target_logits" not in case:
+        found.add(CaseError("target", _REQUIRED))  # first, where the schema's "required" named it before
+    elif "target" in case and "target_logits" in case:
+        found.add(CaseError("target_logits", "give the target as probabilities (target) or as logits, not both"))
+    elif "target_logits" in case and case.get("arithmetic", "exact") == "exact":
+        found.add(CaseError("target_logits", 'raw logits need "arithmetic": "float64" (their softmax is not rational)'))
     _schema_check(case, found)
     bad = found.keys  # filled in as errors are found
     for key in NUMBER_FIELDS:
@@ -379,7 +421,7 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
     vocab = case.get("vocab_size")
     n = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab >= 1 else None
     exact = case.get("arithmetic", "exact") == "exact"
-    tables: dict = {"target": {}, "draft": {}}
+    tables: dict = {name: {} for name in TABLES}
     vectors = [
         (name, key, vec)
         for name in TABLES
@@ -438,7 +480,7 @@ def _params(case: dict, found: _Found) -> Params | None:
     return None
 
 
-def _table(name: str, laws: dict[str, list[Fraction]], exact: bool, deadline: Deadline | None) -> Table:
+def _table(name: str, laws: dict[str, list], exact: bool, deadline: Deadline | None) -> Table:
     """A checked table as the engine reads it: prefix tuples, "*" as the default."""
     conv = (lambda law: tuple(law)) if exact else (lambda law: tuple(float(x) for x in paced(law, deadline)))
     listed: dict[tuple[int, ...], Law] = {parse_prefix(k, name): conv(v) for k, v in laws.items() if k != "*"}
@@ -453,8 +495,11 @@ def load_case(case: dict, deadline: Deadline | None = None) -> Instance:
     ``deadline`` bounds the reading of the tables and becomes the instance's deadline
     (``Instance.deadline``): the laws it builds later check it too."""
     tables, params = _checked(case, deadline)
-    target = _table("target", tables["target"], params.exact, deadline)
     draft = _table("draft", tables["draft"], params.exact, deadline)
+    if "target_logits" in case:
+        logits = _table("target_logits", tables["target_logits"], False, deadline)
+        return Instance(case["vocab_size"], None, draft, params, deadline, target_logits=logits)
+    target = _table("target", tables["target"], params.exact, deadline)
     return Instance(case["vocab_size"], target, draft, params, deadline)
 
 
@@ -584,7 +629,7 @@ def builtin_examples() -> dict[str, dict]:
 def compact_tables(case: dict) -> dict:
     """The same case with a table that gives one law at every listed prefix written as "*"."""
     out = dict(case)
-    for name in ("target", "draft"):
+    for name in [t for t in TABLES if isinstance(case.get(t), dict)]:
         laws = list(case[name].values())
         if len(laws) > 1 and all(v == laws[0] for v in laws):
             out[name] = {"*": laws[0]}
@@ -597,7 +642,7 @@ def dump_case(case: dict) -> str:
     items = list(case.items())
     for i, (key, value) in enumerate(items):
         end = "," if i < len(items) - 1 else ""
-        if key in ("target", "draft") and isinstance(value, dict):
+        if key in TABLES and isinstance(value, dict):
             rows = [
                 f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v, ensure_ascii=False)}"
                 for k, v in value.items()

@@ -36,10 +36,12 @@ import numpy as np
 from rheo.checks.cases.space import Selection, dimensions, values_asked
 from rheo.reference.instance import Instance, Table
 from rheo.reference.params import Params, Prefix
+from rheo.reference.sampling import CASE_KEYS as SAMPLING_KEYS
 
 LAW_CACHE = 2048  # laws kept per table (the frequent prefixes: the root and its likely children)
 GENERATED = "generated"  # the key of a large case's table recipe
-CONFIG_KEYS = tuple(k for k in Params.CASE_KEYS if k not in ("target", "draft"))
+# a large case carries no sampling parameters: its "generated" is the table recipe, not tokens
+CONFIG_KEYS = tuple(k for k in Params.CASE_KEYS if k not in ("target", "draft", *SAMPLING_KEYS))
 
 FILTERS: dict[str, dict[str, Any]] = {
     "": {},

@@ -45,8 +45,10 @@ from typing import Any
 
 from rheo.casefile import load_case
 from rheo.checks.cases.matrix import FILTERS, filter_boundaries, impl_matrix, output_law_cases
+from rheo.checks.cases.sampling import masked_prefix, sampling_configs, sampling_names, with_logits
 from rheo.checks.cases.strategies import joint_draw_bound, max_nodes
 from rheo.reference.generate import hashed_case, hashed_law
+from rheo.reference.sampling import PARAMETERS
 
 DIMENSIONS = (
     "policy",
@@ -74,6 +76,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     "draft_top_k": ("off", "on"),
     "zero-probability tokens": ("no", "yes"),
     "exact ties": ("no", "yes"),
+    **{name: ("off", "on") for name in PARAMETERS},  # only for implementations that declare them
 }
 TEMPERATURES = ("0", "1/2", "1/3", "1", "3/2")  # "below 1" twice: both exact forms are tried
 # (max_weight, zero_share) of the generated tables: plain (weights 1..97: ties are rare),
@@ -129,7 +132,7 @@ def case_features(case: dict) -> tuple[str, str]:
     ``rheo.casefile`` reads them: a user's case file may give a default law for every
     prefix)."""
     inst = load_case(case)
-    draft, target = list(inst.draft(())), list(inst.target(()))
+    draft, target = list(inst.draft(())), list(inst.base_target_law(()))
     positive = [x for x in draft if x > 0]
     return (
         "yes" if 0 in draft or 0 in target else "no",
@@ -137,10 +140,12 @@ def case_features(case: dict) -> tuple[str, str]:
     )
 
 
-def dimensions(case: dict, features: tuple[str, str] | None = None) -> dict[str, str]:
+def dimensions(case: dict, features: tuple[str, str] | None = None, sampling: Iterable[str] = ()) -> dict[str, str]:
     """The value of every dimension a case (with or without tables) has; "m" and "beam"
     are left out where they mean nothing (Top-K has no leads; a depth-1 tree expands only
-    the root). ``features`` are the table dimensions when the case has no tables yet."""
+    the root). ``features`` are the table dimensions when the case has no tables yet;
+    ``sampling``: the sampling parameters reported as dimensions ("on" or "off": those an
+    implementation declares, docs/spec.md §9)."""
     K, depth = int(case["K"]), int(case["depth"])
     budget = int(case["budget"])
     out = {
@@ -160,6 +165,9 @@ def dimensions(case: dict, features: tuple[str, str] | None = None) -> dict[str,
         features = case_features(case)
     if features is not None:
         out["zero-probability tokens"], out["exact ties"] = features
+    if sampling:
+        on = set(sampling_names(case))
+        out.update({name: "on" if name in on else "off" for name in sampling})
     return out
 
 
@@ -224,6 +232,9 @@ def case_name(cfg: dict, variant: str = "plain") -> str:
     parts += [k.removeprefix("target_") for k in ("target_top_k", "target_top_p", "target_min_p") if k in cfg]
     if cfg.get("draft_top_k") is not None:
         parts.append(f"draft_top_k={cfg['draft_top_k']}")
+    for name in sampling_names(cfg):
+        form = cfg.get("repetition_penalty_form") if name == "repetition_penalty" else cfg.get("bad_words_scope")
+        parts.append(f"{name}({form})" if form and name in ("repetition_penalty", "bad_words") else name)
     if variant != "plain":
         parts.append(variant)
     return " ".join(parts)
@@ -241,6 +252,8 @@ class Candidate:
         mw, zs = TABLE_VARIANTS[self.variant]
         cfg = {k: v for k, v in self.cfg.items() if k not in ("vocab_size", "depth")}
         built = hashed_case(int(self.cfg["vocab_size"]), self.seed, int(self.cfg["depth"]), mw, zs, **cfg)
+        if sampling_names(self.cfg):
+            built = with_logits(built)
         return {"name": case_name(self.cfg, self.variant), **built}
 
 
@@ -258,6 +271,7 @@ class Selection:
     limited_by: list[str] = field(default_factory=list)  # dimensions with one supported value of several
     greedy_only: bool = False  # every supported candidate has T = 0
     dims: tuple[str, ...] = DIMENSIONS  # the dimensions reported
+    sampling: tuple[str, ...] = ()  # the sampling parameters among them (docs/spec.md §9)
 
     @classmethod
     def of(
@@ -270,12 +284,14 @@ class Selection:
         answers: list[bool],
         dims: tuple[str, ...],
         greedy_only: bool = False,
+        sampling: tuple[str, ...] = (),
     ) -> Selection:
         """The selection of ``cases``, its refused values and limiting dimensions derived
         from what was ``supported`` of ``everything`` asked (``values_asked``)."""
         limited = [d for d in dims if len(supported[d]) == 1 and len(everything[d]) > 1]
         refused = {d: everything[d] - supported[d] for d in dims}
-        return cls(cases, purpose, quota, supported, refused, len(answers), sum(answers), limited, greedy_only, dims)
+        n_asked, n_ok = len(answers), sum(answers)
+        return cls(cases, purpose, quota, supported, refused, n_asked, n_ok, limited, greedy_only, dims, sampling)
 
     def coverage(self, compared: Iterable[dict] | None = None) -> dict[str, dict[str, list[str]]]:
         """Per dimension (of ``dims``): the values ``covered`` by ``compared`` (default:
@@ -283,7 +299,7 @@ class Selection:
         outside it, such as a large case's K = 8, after them in numeric order)."""
         covered: dict[str, set[str]] = {d: set() for d in self.dims}
         for case in self.cases if compared is None else compared:
-            for d, v in dimensions(case).items():
+            for d, v in dimensions(case, sampling=self.sampling).items():
                 if d in covered:
                     covered[d].add(v)
         return {d: {k: ordered(d, s) for k, s in (("covered", covered[d]), *self._sides(d))} for d in self.dims}
@@ -303,13 +319,13 @@ class Selection:
         return f"{why}: the implementation supports {self.supported_configs} of {self.candidates} configurations"
 
 
-def values_asked(asked: Iterable[tuple[dict, bool]], dims: tuple[str, ...]):
+def values_asked(asked: Iterable[tuple[dict, bool]], dims: tuple[str, ...], sampling: Iterable[str] = ()):
     """(supported, everything): per dimension of ``dims``, the values of the asked cases
     ``supports`` accepted, and of all asked (pairs of a case and its answer)."""
     supported: dict[str, set[str]] = {d: set() for d in dims}
     everything: dict[str, set[str]] = {d: set() for d in dims}
     for case, ok in asked:
-        for d, v in dimensions(case).items():
+        for d, v in dimensions(case, sampling=sampling).items():
             if d in everything:
                 everything[d].add(v)
                 if ok:
@@ -329,6 +345,13 @@ def _pairs(dims: dict[str, str]) -> set[tuple[str, str, str, str]]:
     return {(a, x, b, y) for i, (a, x) in enumerate(items) for b, y in items[i + 1 :]}
 
 
+def _sets(case: dict, name: str, together: int, deep: bool) -> bool:
+    """The case sets sampling parameter ``name`` among ``together`` parameters (and has
+    depth >= 2 when ``deep``: a drafted position's history then holds a draft)."""
+    got = sampling_names(case)
+    return name in got and len(got) == together and (not deep or int(case["depth"]) >= 2)
+
+
 def _stat_ok(cfg: dict) -> bool:
     return (
         temperature_class(cfg["temperature"]) != "0"
@@ -343,20 +366,28 @@ def select(
     seed: int = 0,
     start: list[dict] | None = None,
     quota: int | None = None,
+    sampling: Iterable[str] = (),
 ) -> Selection:
     """The covering set of ``purpose`` ("exact" or "statistical": T > 0, at most
     ``STAT_MAX_BINS`` sequences, no filter boundary) for an implementation whose
     ``supports`` answers a case dict without tables. ``start`` (default: the fixed matrix
-    of the level, ``impl_matrix`` or ``output_law_cases``) comes first where supported."""
+    of the level, ``impl_matrix`` or ``output_law_cases``) comes first where supported.
+
+    ``sampling``: the sampling parameters the implementation declares (docs/spec.md §9).
+    Their cases (``rheo.checks.cases.sampling``) join the pool, each parameter becomes a
+    dimension, and the selection holds, for each parameter supported, a case with it alone
+    and a case with it and another."""
     if purpose not in ("exact", "statistical"):
         raise ValueError(f"purpose must be 'exact' or 'statistical', got {purpose!r}")
     quota = QUOTAS[level][purpose == "statistical"] if quota is None else quota
-    pool = candidate_configs()
+    declared = tuple(p for p in PARAMETERS if p in set(sampling))
+    dims = DIMENSIONS + declared
+    pool = candidate_configs() + sampling_configs(declared)
     answers = [bool(supports(cfg)) for cfg in pool]
     ok_cfgs = [cfg for cfg, a in zip(pool, answers) if a]
     # a statistical case never has T = 0 (its law is a point mass): those values are not its to cover
     asked = [(c, a) for c, a in zip(pool, answers) if purpose == "exact" or temperature_class(c["temperature"]) != "0"]
-    supported, everything = values_asked(asked, DIMENSIONS)
+    supported, everything = values_asked(asked, dims, declared)
     greedy_only = bool(ok_cfgs) and all(temperature_class(c["temperature"]) == "0" for c in ok_cfgs)
     if purpose == "statistical":
         ok_cfgs = [c for c in ok_cfgs if _stat_ok(c)]
@@ -364,8 +395,8 @@ def select(
     for cfg in ok_cfgs:
         for variant, (mw, zs) in TABLE_VARIANTS.items():
             s = _seed(cfg, variant, seed)
-            dims = dimensions(cfg, root_features(int(cfg["vocab_size"]), s, mw, zs))
-            cands.append(Candidate(cfg, variant, s, dims, _cost(cfg)))
+            features = dimensions(cfg, root_features(int(cfg["vocab_size"]), s, mw, zs), declared)
+            cands.append(Candidate(cfg, variant, s, features, _cost(cfg)))
     for d in ("zero-probability tokens", "exact ties"):  # properties of the tables: always supported
         everything[d] = set(VALUES[d])
         supported[d] = set(VALUES[d]) if cands else set()
@@ -378,11 +409,13 @@ def select(
         key = hashlib.blake2b(json.dumps(case, sort_keys=True, default=str).encode(), digest_size=8).hexdigest()
         if key in seen or ((purpose == "statistical" or not vetted) and filter_boundaries(case)):
             return False
+        if sampling_names(case) and masked_prefix(case) is not None:
+            return False  # every token masked somewhere: no law there
         seen.add(key)
         chosen.append(case)
-        dims = dimensions(case)
-        covered.update(dims.items())
-        pairs.update(_pairs(dims))
+        values = dimensions(case, sampling=declared)
+        covered.update(values.items())
+        pairs.update(_pairs(values))
         return True
 
     if start is None:
@@ -393,12 +426,23 @@ def select(
     rnd = random.Random(seed)
     order = {id(c): rnd.random() for c in cands}
     remaining = list(cands)
-    for d in DIMENSIONS:
+    for d in dims:
         for v in VALUES[d]:
             if (d, v) in covered:
                 continue
             having = [c for c in remaining if c.dims.get(d) == v]
             having.sort(key=lambda c: (-len(set(c.dims.items()) - covered), c.cost, order[id(c)]))
+            for c in having:
+                remaining.remove(c)
+                if take(c.case()):
+                    break
+    for name in declared:  # each parameter alone, and with another, across a draft position where supported
+        for together in (1, 2):
+            deep = any(_sets(c.cfg, name, together, True) for c in remaining)
+            if any(_sets(c, name, together, deep) for c in chosen):
+                continue
+            having = [c for c in remaining if _sets(c.cfg, name, together, deep)]
+            having.sort(key=lambda c: (c.cfg["policy"] != "rheo", c.cost, order[id(c)]))  # rheo trees first
             for c in having:
                 remaining.remove(c)
                 if take(c.case()):
@@ -413,4 +457,4 @@ def select(
         k = names[case["name"]] = names.get(case["name"], 0) + 1
         if k > 1:
             case["name"] += f" #{k}"
-    return Selection.of(chosen, purpose, quota, supported, everything, answers, DIMENSIONS, greedy_only)
+    return Selection.of(chosen, purpose, quota, supported, everything, answers, dims, greedy_only, declared)

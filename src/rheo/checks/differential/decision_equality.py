@@ -100,7 +100,7 @@ def fragile_tree(inst: Instance, uniforms: Uniforms, tree) -> bool:
     compared. Decided by rebuilding the tree on draft laws jittered both ways."""
     for sign in (1, -1):
         draft = Table("draft", {}, fn=functools.partial(_jittered_draft, inst, sign))
-        jittered = Instance(inst.n, inst.target, draft, inst.config)
+        jittered = Instance(inst.n, inst.target, draft, inst.config, target_logits=inst.target_logits)
         if reference_build_tree(jittered, UniformChooser(uniforms)).labelled != tree.labelled:
             return True
     return False

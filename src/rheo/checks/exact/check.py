@@ -20,12 +20,11 @@ from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
-from rheo.checks.protocol.inputs import case_config, law_instance
+from rheo.checks.protocol.inputs import case_config, case_params, law_instance
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.watch import describe
 from rheo.progress import Meter
-from rheo.reference.params import Params
 
 SEARCH_POOL = 600  # configurations drawn before the search; the small ones the implementation supports are searched
 EXACT_MINIMUM = 8  # cases always certified (the cheapest), whatever the budget
@@ -55,7 +54,7 @@ def search_strategy(impl: Implementation, seed: int = 0):
 
 def describe_case(case: dict) -> str:
     """The configuration of a case dict in one line: every key that is set (``harness.describe``)."""
-    return describe(case["vocab_size"], Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case}))
+    return describe(case["vocab_size"], case_params(case))
 
 
 def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dict[str, Any]:

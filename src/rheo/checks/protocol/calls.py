@@ -141,13 +141,18 @@ def _guarded(what: str, fn, *args):
         raise BadOutput(f"{what} raised {type(e).__name__}: {message_of(e)}") from None
 
 
-def call_sampler_law(impl: Implementation, logits: np.ndarray, config: dict, temperature: float) -> tuple:
+def call_sampler_law(
+    impl: Implementation, logits: np.ndarray, config: dict, temperature: float, history: list[int] | None = None
+) -> tuple:
     """``sampler_law`` on one target row, checked (finite, non-negative, length V, sums to 1
-    within 1e-6; BadOutput names the field otherwise) and renormalized."""
+    within 1e-6; BadOutput names the field otherwise) and renormalized. ``history`` (prompt
+    + generated + path, docs/spec.md §9) is passed as a fourth argument when the method
+    takes one (``Implementation.sampler_law_takes_history``)."""
+    args: list[Any] = [np.array(logits, dtype=np.float64), dict(config), temperature]
+    if impl.sampler_law_takes_history:
+        args.append(list(history or []))
     try:
-        raw = watched(
-            "sampler_law", None, impl.obj.sampler_law, np.array(logits, dtype=np.float64), dict(config), temperature
-        )
+        raw = watched("sampler_law", None, impl.obj.sampler_law, *args)
         p = np.asarray(raw, dtype=np.float64)
     except NotImplementedError:
         raise

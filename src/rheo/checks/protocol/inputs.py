@@ -11,6 +11,7 @@ from rheo.casefile import load_case
 from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
 from rheo.reference.params import Params, Prefix
+from rheo.reference.sampling import CASE_KEYS as SAMPLING_KEYS
 
 KINDS = {"lead": 0, "sample": 1, "fill": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -26,10 +27,17 @@ def config_dict(params: Params, vocab_size: int) -> dict:
     return {**params.to_protocol(vocab_size), "temperature": params.temperature.value}
 
 
+def case_params(case: dict) -> Params:
+    """The parameters of a case dict (with or without tables). A large case's "generated"
+    is its table recipe (``rheo.checks.cases.large``), not tokens: it has no sampling keys."""
+    recipe = isinstance(case.get("generated"), dict)
+    keys = [k for k in Params.CASE_KEYS if k in case and not (recipe and k in SAMPLING_KEYS)]
+    return Params.from_case({k: case[k] for k in keys})
+
+
 def case_config(case: dict) -> dict:
     """The config dict of a case dict (with or without tables), as the implementation gets it."""
-    params = Params.from_case({k: case[k] for k in Params.CASE_KEYS if k in case})
-    return config_dict(params, case["vocab_size"])
+    return config_dict(case_params(case), case["vocab_size"])
 
 
 def logits_of(law) -> np.ndarray:
@@ -47,18 +55,33 @@ def draft_logits_fn(inst: Instance):
     return draft_logits
 
 
+def raw_logits(inst: Instance, prefix: Prefix) -> np.ndarray:
+    """The target logits an implementation is given at ``prefix``: the case's raw logits
+    (``target_logits``, docs/spec.md §9), or log p of its probability table."""
+    if inst.target_logits is not None:
+        return np.array(inst.raw_target_logits(prefix), dtype=np.float64)
+    return logits_of(inst.target(prefix))
+
+
 def target_logits(inst: Instance, paths: list) -> np.ndarray:
     """[len(paths)+1, V]: the root, then each node's token path."""
-    return np.stack([logits_of(inst.target(()))] + [logits_of(inst.target(tuple(p))) for p in paths])
+    return np.stack([raw_logits(inst, ())] + [raw_logits(inst, tuple(p)) for p in paths])
 
 
 def target_logits_fn(inst: Instance):
-    """paths -> [len(paths), V] target logits (the table's law, untempered, unfiltered)."""
+    """paths -> [len(paths), V] target logits (the table's law or the case's raw logits;
+    untempered, unfiltered, before the sampling parameters)."""
 
     def target_logits(paths):
-        return np.stack([logits_of(inst.target(tuple(int(t) for t in p))) for p in paths])
+        return np.stack([raw_logits(inst, tuple(int(t) for t in p)) for p in paths])
 
     return target_logits
+
+
+def history_of(inst: Instance, prefix: Prefix) -> list[int]:
+    """prompt + generated + prefix: every token before the position (docs/spec.md §9)."""
+    s = inst.config.sampling
+    return list((s.prompt + s.generated) if s is not None else ()) + [int(t) for t in prefix]
 
 
 def protocol_uniforms(u: Uniforms) -> dict:
@@ -102,7 +125,7 @@ class ExactTargets(Instance):
     exactly p) are decided exactly, as docs/spec.md §0 says, not by float64 rounding."""
 
     def __init__(self, inst: Instance, exact: Instance) -> None:
-        super().__init__(inst.n, inst.target, inst.draft, inst.config)
+        super().__init__(inst.n, inst.target, inst.draft, inst.config, target_logits=inst.target_logits)
         self.exact_instance = exact
 
     def target_law(self, prefix: Prefix) -> tuple:  # floats, where the reference's Law may be Fractions

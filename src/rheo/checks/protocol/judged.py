@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from rheo.checks.protocol.calls import call_sampler_law
-from rheo.checks.protocol.inputs import logits_of, protocol_config
+from rheo.checks.protocol.inputs import history_of, protocol_config, raw_logits
 from rheo.checks.protocol.load import Implementation
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.reference.instance import Instance, Table
@@ -19,7 +19,7 @@ class JudgedInstance(Instance):
     implementation is given), the configuration and the draft side are the original's."""
 
     def __init__(self, inst: Instance, impl: Implementation) -> None:
-        super().__init__(inst.n, inst.target, inst.draft, inst.config)
+        super().__init__(inst.n, inst.target, inst.draft, inst.config, target_logits=inst.target_logits)
         self.impl = impl
         self.spec = inst  # the same instance with docs/spec.md §0's target law
         self._protocol = protocol_config(inst)
@@ -27,9 +27,11 @@ class JudgedInstance(Instance):
     def target_law(self, prefix: Prefix) -> tuple:  # floats, where the reference's Law may be Fractions
         law = self._target_cache.get(prefix)
         if law is None:
-            logits = logits_of(self._checked_law(self.target, prefix))
+            logits = raw_logits(self, prefix)
             try:
-                law = call_sampler_law(self.impl, logits, self._protocol, self.config.temperature.value)
+                law = call_sampler_law(
+                    self.impl, logits, self._protocol, self.config.temperature.value, history_of(self, prefix)
+                )
             except BadOutput as e:
                 raise BadOutput(f"at the target prefix {list(prefix)}: {e}") from None
             self._target_cache[prefix] = law

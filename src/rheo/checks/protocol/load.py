@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rheo.checks import parallel
 from rheo.checks.protocol.watch import watched
+from rheo.reference.sampling import PARAMETERS
 
 
 class ImplLoadError(ValueError):
@@ -73,6 +76,39 @@ class Implementation:
     @property
     def has_sampler_law(self) -> bool:
         return callable(getattr(self.obj, "sampler_law", None))
+
+    @property
+    def sampler_law_takes_history(self) -> bool:
+        """``sampler_law(logits, config, temperature, history)``: its signature takes a
+        fourth positional argument (or ``*args``), given the position's history
+        (docs/spec.md §9); the three-argument form is called as before."""
+        fn = getattr(self.obj, "sampler_law", None)
+        try:
+            params = list(inspect.signature(fn).parameters.values())  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return len(positional) >= 4 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+    @property
+    def sampling_parameters(self) -> frozenset[str]:
+        """The sampling parameters it declares it implements (``sampling_parameters``,
+        docs/spec.md §9): only cases with these are drawn for it; none when absent."""
+        raw = getattr(self.obj, "sampling_parameters", None)
+        if raw is None:
+            return frozenset()
+        if isinstance(raw, str) or not isinstance(raw, Iterable):
+            raise ImplLoadError(
+                f"sampling_parameters must be a set of parameter names ({', '.join(PARAMETERS)}), got {raw!r}"
+            )
+        names = frozenset(str(x) for x in raw)
+        unknown = sorted(names - set(PARAMETERS))
+        if unknown:
+            raise ImplLoadError(
+                f"sampling_parameters names {', '.join(map(repr, unknown))}: not a sampling parameter; "
+                f"the names are {', '.join(PARAMETERS)} (docs/spec.md §9)"
+            )
+        return names
 
     def supports(self, config: dict) -> bool:
         """``supports(config)``, True when absent; NotImplementedError counts as False."""
@@ -224,4 +260,8 @@ def load_implementation(spec: str) -> Implementation:
             f"--impl: {spec} has none of build_tree, verify, cycle, generate, build_tree_batch, verify_batch (see "
             'docs/gate.md, "Checking another implementation", for the protocol)'
         )
+    try:
+        _ = impl.sampling_parameters  # checked once, here
+    except ImplLoadError as e:
+        raise ImplLoadError(f"--impl {spec}: {e}") from None
     return impl
