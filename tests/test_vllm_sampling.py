@@ -39,38 +39,17 @@ def impl(name: str) -> Implementation:
     return _LOADED[name]
 
 
-def case(**sampling) -> dict:
-    """A chain of one draft token at V = 3, T = 1, raw target logits of both signs at the
-    root and after each token (the bonus positions), and the sampling parameters given."""
-    return {
-        "vocab_size": 3,
-        "arithmetic": "float64",
-        "target_logits": {"": [0.6, -0.4, 0.1], "0": [0.3, 0.5, -0.7], "1": [-0.2, 0.4, 0.8], "2": [0.9, -0.6, 0.2]},
-        "draft": {"": ["1/2", "1/4", "1/4"]},
-        "depth": 1,
-        "policy": "rheo",
-        "K": 1,
-        "m": 0,
-        "budget": 1,
-        "beam": 1,
-        "temperature": "1",
-        **sampling,
-    }
+def read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-# one case per parameter: each moves the law at the verified position and at the bonus position
-CASES = {
-    "repetition_penalty": case(prompt=[0], generated=[2], repetition_penalty=2.0),
-    "frequency_penalty": case(prompt=[2], generated=[0, 0, 1], frequency_penalty=0.7),
-    "presence_penalty": case(prompt=[0], generated=[1], presence_penalty=0.9),
-    "bad_words": case(prompt=[0], generated=[1], bad_words=[[1, 1], [0, 2]], bad_words_scope="generated"),
-    "allowed_token_ids": case(prompt=[0], allowed_token_ids=[0, 2]),
-    # min_tokens 2 with nothing generated: the eos id is masked at the verified and at the bonus position
-    "min_tokens": case(prompt=[0], generated=[], min_tokens=2, eos_token_id=[2]),
-}
+# one case per parameter (examples/vllm_sampling/<parameter>.json): a chain of one draft token
+# at V = 3, T = 1, raw target logits of both signs, the parameter moving the law at the verified
+# position and at the bonus position
+CASES = {p.stem: read(p) for p in sorted((ROOT / "examples" / "vllm_sampling").glob("*.json"))}
 # min_tokens 1 with nothing generated: the bonus position (one token after the draft) may end
 # the sequence, but vLLM's bonus sampler still masks the eos id
-MIN_TOKENS_BONUS = case(prompt=[0], generated=[], min_tokens=1, eos_token_id=[2])
+MIN_TOKENS_BONUS = read(ROOT / "examples" / "upstream" / "vllm_min_tokens_bonus.json")
 
 
 def config_of(c: dict) -> dict:
@@ -137,6 +116,7 @@ def test_supports_refuses_what_vllm_does_not_implement():
     a = impl("VllmDraftProbs").obj
     assert set(a.sampling_parameters) == set(CASES)
     assert not hasattr(impl("VllmSynthetic").obj, "sampling_parameters")
+    assert not hasattr(impl("VllmCpuBonus").obj, "sampling_parameters")
     for c in CASES.values():
         assert a.supports(config_of(c))
     base = config_of(CASES["allowed_token_ids"])
@@ -233,6 +213,16 @@ def test_exact_certification_of_vllm_applying_a_sampling_parameter(parameter):
     cert = certify_implementation(impl("VllmDraftProbs"), CASES[parameter])
     assert cert.verdict == "lossless", cert.summary()
     assert cert.draws == "concrete"
+
+
+def test_exact_certification_finds_the_stale_history_control():
+    """``VllmStaleHistory`` (no ``spec_token_ids``): the bonus token's repetition penalty
+    misses the draft token before it; the same case is lossless with the draft tokens given."""
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl("VllmStaleHistory"), CASES["repetition_penalty"])
+    assert cert.verdict == "not lossless", cert.summary()
+    assert cert.deviation is not None and cert.deviation > 0.005  # 0.0103 measured
 
 
 def test_exact_certification_finds_min_tokens_enforced_at_the_bonus_token():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -129,6 +130,10 @@ class VllmCycle:
             out.append(request(config, temperature, seed))
         return out
 
+    def metadata(self, reqs: list[Request], V: int, spec: list[list[int]]) -> Any:
+        """The batch's ``SamplingMetadata`` (``spec``: its ``spec_token_ids``, filled after drafting)."""
+        return sampling_metadata(reqs, V, spec)
+
     def draft(
         self, logits: torch.Tensor, config: dict, temperature: float, md: Any, greedy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -146,7 +151,7 @@ class VllmCycle:
         V, L = int(config["vocab_size"]), chain_length(config)
         reqs = self.requests(config, temperature, rows)
         spec: list[list[int]] = [[] for _ in reqs]  # the persistent batch's spec_token_ids, filled below
-        md = sampling_metadata(reqs, V, spec)
+        md = self.metadata(reqs, V, spec)
         greedy = [r.params.temperature == 0 or r.params.sampling_type == self.vllm.SamplingType.GREEDY for r in reqs]
         paths: list[tuple[int, ...]] = [()] * len(reqs)
         probs: list[list[torch.Tensor]] = [[] for _ in reqs]
@@ -260,6 +265,15 @@ class VllmArgmaxDraft(_Rows, VllmCycle):
     def draft(self, logits, config, temperature, md, greedy):
         q = draft_law(logits, temperature, config.get("draft_top_k"))
         return q.argmax(dim=-1), q
+
+
+class VllmStaleHistory(_Sampling, _Rows, VllmCycle):
+    """Lossy control for the sampling parameters: ``SamplingMetadata.spec_token_ids`` left
+    None, so vLLM sees only the tokens generated before the step (the penalty and bad-word
+    state of the cycle's start) at every position, the bonus token's included."""
+
+    def metadata(self, reqs: list[Request], V: int, spec: list[list[int]]) -> Any:
+        return replace(sampling_metadata(reqs, V, spec), spec_token_ids=None)
 
 
 class VllmBatched:
