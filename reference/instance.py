@@ -219,6 +219,11 @@ class Instance:
             self._target_cache[prefix] = law
         return law
 
+    def target_prefixes(self) -> list[Prefix]:
+        """The prefixes whose target law has been computed so far (after ``certify``: every
+        prefix the certification visited), in the order first computed."""
+        return list(self._target_cache)
+
     def node_laws(self, prefix: Prefix) -> NodeLaws:
         laws = self._node_cache.get(prefix)
         if laws is None:

@@ -129,6 +129,9 @@ def _schema_error(err: jsonschema.ValidationError) -> CaseError:
         return _type_error(where, err.validator_value, err.instance)
     if v == "minimum":
         return CaseError(where, f"must be >= {err.validator_value}, got {shown(err.instance)}")
+    if (v == "propertyNames" or v == "pattern") and where.startswith(("logit_bias", "sequence_bias")):
+        kind = "a token id" if where.startswith("logit_bias") else 'token ids joined by "," (e.g. "3,1")'
+        return CaseError(where, f"keys are {kind}, got {shown(err.instance)}")
     if v == "propertyNames" or v == "pattern":
         return CaseError(
             where,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rheo.casefile import MAX_CASE_BYTES, MAX_DIGITS, MAX_NESTING, builtin_examples, case_of, load_case, read_case
+from rheo.checks.exact.self_check import self_check
 from rheo.checks.gate.pictures import MATPLOTLIB_MISSING, have_matplotlib, write_law_picture
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, printable, progress
 from rheo.progress import PhaseMeters, about, duration, significant
@@ -57,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Enumerate every random tree the sampler can build for CASE.json, verify each\n"
         "exactly, and compare the continued output law with the target law p_T on\n"
         "every sequence of length depth+1 (docs/spec.md §5 and §8).\n\n" + CASE_FORMAT,
-        epilog="exit status: 0 lossless, 1 NOT lossless, 2 bad input, 3 --timeout reached\n\n"
+        epilog="exit status: 0 lossless, 1 NOT lossless (or the reference self-check failed: its target law\n"
+        "differs from an independent one; JSON key self_check), 2 bad input, 3 --timeout reached\n\n"
         f"limits: --timeout {DEFAULT_TIMEOUT:g} s unless given (0 = no limit), checked in every phase:\n"
         "reading, building the laws, enumerating, certifying. A case file holds at most\n"
         f"{MAX_CASE_BYTES // 2**20} MiB of UTF-8 JSON, nested at most {MAX_NESTING} deep, numbers of at most "
@@ -205,6 +207,7 @@ def cmd_exact(args) -> int:
             )
             watch.meters.close()  # the last phase's closing line, if it reported
             add_single_layer_facts(report)
+            checked = self_check(inst)  # the reference's p_T against an independent one
         except CaseError as e:
             return fail_case(e, one_line)
         except Timeout as e:
@@ -227,10 +230,14 @@ def cmd_exact(args) -> int:
         if args.json:
             out = report.to_json()
             out["case"] = case.get("name") or source
+            out["self_check"] = checked.to_json()
             emit(json.dumps(out))
         else:
-            emit(render(report, case, source))
-    return 0 if report.lossless else 1
+            text = render(report, case, source)
+            if not checked.passed:
+                text = f"{printable(checked.detail())}\n{text}"
+            emit(text)
+    return 0 if report.lossless and checked.passed else 1
 
 
 HEARTBEAT = 0.25  # seconds between the deadline's heartbeats (progress lines: at most one a second)
@@ -338,6 +345,10 @@ def render(report: Report, case: dict, source: str) -> str:
         if getattr(c, key) != default:
             variants.append(f"{key}={getattr(c, key)}")
     lines.append(f"  {params}  arithmetic={c.arithmetic}" + (f"  [{', '.join(variants)}]" if variants else ""))
+    if c.sampling is not None:
+        given = c.sampling.to_case()
+        spelled = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in given.items())
+        lines.append(one_line(f"  sampling parameters (docs/spec.md §9): {spelled}", 300))
     L = inst.seq_len
     verdict = "LOSSLESS" if j["lossless"] else "NOT LOSSLESS"
     lines.append(

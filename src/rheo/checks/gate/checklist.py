@@ -45,7 +45,21 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
     that declare ``implements_spec = True`` (not listed otherwise: a lossless
     implementation of another algorithm has another cycle law, and a check that could
     only be skipped would make --strict fail). Decision equality is likewise not listed
-    for an implementation that draws its own randomness (``follows_uniforms = False``)."""
+    for an implementation that draws its own randomness (``follows_uniforms = False``).
+
+    What each would catch, and why an easier assertion would not:
+    - decision equality: a departure from the specified algorithm (a tie broken by token
+      id, a uniform reused); shrunk to one decision. A lossless implementation of another
+      design may differ here and still pass the rest, so it proves sameness only.
+    - exact certification: any loss, however small (a residual not renormalised, a
+      parameter applied with the wrong history: the planted bugs of
+      ``examples/sampling_params.py``), as an exact deviation with the sequence that shows
+      it; a chi-square at the same cost detects only deviations above its TV.
+    - output law: loss beyond exact reach (randomness the enumerator cannot follow,
+      float32 thresholds), at a stated detectable TV; exact certification alone cannot see
+      what it cannot enumerate.
+    - cycle law: an implementation claiming the spec's algorithm whose cycle law differs
+      while its output law does not (a bug that cancels in the continuation)."""
     extra = list(extra_cases or [])
 
     def decisions(profile: Profile, progress) -> Outcome:

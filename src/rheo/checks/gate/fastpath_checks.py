@@ -20,8 +20,19 @@ REAL_TESTS_PER_POLICY = 1 + REAL_SECOND + 1  # (a) first token, second tokens; (
 
 
 def fast_decisions_check() -> Check:
+    """The fastpath's trees, outputs and accepted paths against the reference's, decision by
+    decision on the same uniforms: designed edge cases first (``fastpath_designed``), then
+    random batches shrunk to a minimal difference.
+
+    Catches: index arithmetic (a pool row off by one), a wrong proxy (q(x_m) for
+    min{q(x_m), z}, the m = 0 cap at 1 dropped), a sample verified against the untruncated
+    residual. Why not easier: a statistical test of the fastpath's output law needs far
+    more cycles to see a small deviation, and an output-law test alone cannot say which
+    decision went wrong."""
+
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.differential.fastpath import check_example, fast_examples  # needs torch
+        from rheo.checks.differential.fastpath_designed import designed_examples
 
         seen = {"equal": 0, "near": 0, "differs": 0}
 
@@ -31,13 +42,16 @@ def fast_decisions_check() -> Check:
                 seen[c.status] += 1
             return any(c.status == "differs" for c in checks)
 
-        found, seed = shrunk_search(fast_examples(), differs, profile.fast_examples, search_seed(profile))
+        designed = designed_examples()  # edge cases first, in every profile
+        found, seed = next((e for e in designed if differs(e)), None), search_seed(profile)
+        if found is None:
+            found, seed = shrunk_search(fast_examples(), differs, profile.fast_examples, seed)
         if found is None:
             return Outcome(
                 "pass",
-                f"{profile.fast_examples} batches x 3 requests (seed {seed}): {seen['equal']} equal, "
-                f"{seen['near']} set aside near a threshold",
-                data=dict(seen, seed=seed),
+                f"{len(designed)} designed and {profile.fast_examples} random batches x 3 requests (seed {seed}): "
+                f"{seen['equal']} equal, {seen['near']} set aside near a threshold",
+                data=dict(seen, seed=seed, designed=len(designed)),
             )
         V, cfg = found["case"]
         detail = [c.detail for c in check_example(found) if c.status == "differs"][0]
@@ -60,6 +74,13 @@ def fast_decisions_check() -> Check:
 
 
 def fast_ties_check() -> Check:
+    """Designed exact ties (equal scores, a draft_top_k boundary, a child scoring its
+    parent's score, target argmax ties) must be decided exactly as the reference decides.
+
+    Catches: a tie-break by token id instead of slot path, an unstable sort, a top-k
+    keeping the higher id. Why not easier: random float tables almost never tie exactly,
+    so the random decision examples set the rare near-ties aside instead of comparing."""
+
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.differential.fastpath import check_designed_ties, designed_ties  # needs torch
 
@@ -85,6 +106,13 @@ def fast_ties_check() -> Check:
 
 
 def fast_cycle_law_check() -> Check:
+    """The fastpath's empirical cycle law against the reference's exact one (chi-square).
+
+    Catches: a bug that only shows over many cycles (a uniform reused across requests of
+    a batch, per-request temperatures mixed up). Why not easier: decision equality runs
+    both engines on the same uniforms, so a bug in how the fastpath draws or assigns its
+    own uniforms is invisible to it."""
+
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.statistics.sampling import (  # needs torch
             cycle_law_test,
@@ -120,7 +148,11 @@ def fast_cycle_law_check() -> Check:
 
 
 def fast_calibration_check() -> Check:
-    """The statistical check must fire on planted bugs at the same sample size."""
+    """The statistical check must fire on planted bugs at the same sample size.
+
+    Catches: a statistical check that lost its power (too few cycles for its TV, a wrong
+    alpha split, bins merged): it would pass lossy code. Why not easier: a test that only
+    runs the lossless fastpath cannot tell a powerful check from one that never fails."""
 
     def run(profile: Profile, progress) -> Outcome:
         from rheo.checks.statistics.sampling import (  # needs torch

@@ -24,7 +24,13 @@ def generations_per_case(profile: Profile) -> int:
 def generation_checks(
     impl: Implementation, extra_cases: list[dict] | None, stem: str, owner: str | None
 ) -> list[Check]:
-    """The two checks of ``generate`` ([] for an implementation without it)."""
+    """The two checks of ``generate`` ([] for an implementation without it).
+
+    Catch: state carried wrongly from one cycle to the next (a KV cache not rolled back to
+    the accepted prefix, the next root after a bonus token, an adaptive draft length that
+    peeks at the target), exactly on small generations and by the n-token law beyond. Why
+    not easier: single-cycle checks restart from a fresh root every cycle, so a bug in the
+    carried state never shows there."""
     if not impl.runs_generations:
         return []
     extra = list(extra_cases or [])

@@ -23,7 +23,12 @@ def prefix_law_checks(
     cases of the profile's level it supports (``select_large``: the level's cases, or others
     of the same size from its slice) and ``extra_cases``, ``profile.impl_prefix_cycles`` cycles per
     case, or sized by ``profile.impl_tv`` / ``profile.impl_time_budget``; skipped by a profile
-    with none of the three (a ``Profile`` built without them)."""
+    with none of the three (a ``Profile`` built without them).
+
+    Catches: bugs that only large cases reach (index arithmetic past V = 16, deep paths,
+    pools of K = 8, budgets of 60) by the law of each prefix's next token. Why not easier:
+    exact certification and a chi-square over V^(D+1) whole sequences cannot run at these
+    sizes, and the small cases never exercise the code paths of a large vocabulary."""
     if not impl.per_request:
         return []
     extra = list(extra_cases or [])

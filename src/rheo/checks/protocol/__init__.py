@@ -91,6 +91,12 @@ Optional:
   judged against this law (``judged_instance``) instead of docs/spec.md §0's, and the gate
   reports where the two differ, without failing for it. probs must be finite,
   non-negative, of length V and sum to 1 within 1e-6.
+  With a fourth parameter, ``sampler_law(logits, config, temperature, history)`` is given
+  the position's history (prompt + generated + the path from the cycle root).
+- ``sampling_parameters``: the sampling parameters it implements (docs/spec.md §9), names
+  from ``rheo.reference.sampling.PARAMETERS``. Only then are cases with them drawn for it;
+  their config has "prompt", "generated" and each parameter set (``Params.to_protocol``),
+  and the target logits it gets are the case's raw logits, before the parameters.
 
 Checks (``rheo.checks.differential.decision_equality.check_decisions``,
 ``rheo.checks.statistics.output_law.check_output_law``, ``...cycle_law.check_cycle_law``):
