@@ -45,13 +45,20 @@ def test_a_logit_bias_on_the_draft_side_alone_is_lossless():
     """Why the draft-side bias bug also leaves the bias out of the target's verified
     positions: biasing the draft alone is another draft, and losslessness holds for any."""
     impl = load_implementation("examples.sampling_params:DraftOnlyLogitBias")
-    case = next(c for c in supported_cases(impl, "exact", "smoke").cases if c.get("logit_bias") and c["K"] > 1)
-    biased = certify_implementation(impl, case)
-    assert biased.verdict == "lossless", biased.summary()
-    # and the bias does reach the draft: the cycle law is not the unbiased verifier's
-    plain = certify_implementation(load_implementation(CORRECT), case)
-    assert plain.verdict == "lossless"
-    assert max(abs(biased.law.get(o, 0.0) - plain.law.get(o, 0.0)) for o in set(biased.law) | set(plain.law)) > 1e-3
+    cases = [
+        c for c in supported_cases(impl, "exact", "smoke").cases if c.get("logit_bias") and c["temperature"] != "0"
+    ]
+    gaps = []
+    for drawn in cases:  # a uniform draft, which the bias reorders (a drawn draft's zeros it cannot move)
+        case = {**drawn, "draft": {"*": [f"1/{drawn['vocab_size']}"] * drawn["vocab_size"]}}
+        biased = certify_implementation(impl, case)
+        assert biased.verdict == "lossless", biased.summary()
+        plain = certify_implementation(load_implementation(CORRECT), case)
+        assert plain.verdict == "lossless"
+        gaps.append(max(abs(biased.law.get(o, 0.0) - plain.law.get(o, 0.0)) for o in set(biased.law) | set(plain.law)))
+    # and the bias does reach the draft: on some case the cycle law is not the unbiased verifier's
+    # (a Top-K tree holding the whole vocabulary drafts every token whatever the bias)
+    assert max(gaps) > 1e-3, gaps
 
 
 @pytest.mark.parametrize("name", list(PLANTED_SAMPLING_BUGS))
