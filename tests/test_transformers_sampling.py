@@ -153,11 +153,13 @@ def test_the_check_sees_a_history_left_out(name):
     assert out.verdict == "fail" and "not lossless" in out.detail, out.detail
 
 
-def test_a_whole_generation_applies_bad_words_across_cycles_losslessly():
+@pytest.mark.parametrize("name", ["bad_words", "repetition_penalty"])
+def test_a_whole_generation_applies_the_parameters_across_cycles_losslessly(name):
     """Several cycles in one ``generate(assistant_model=...)``: each cycle's positions read
-    the tokens of the cycles before it (n = 3, L = 2)."""
+    the tokens of the cycles before it (n = 3, L = 2). The repetition penalty reads the
+    raw logits' signs, so it also shows that generations are given the case's raw logits."""
     from rheo.checks.exact.generation import certify_generation
 
     whole = load_implementation(f"{MODULE}.generations:AssistedGeneration")
-    cert = certify_generation(whole, {**CASES["bad_words"], "n_tokens": 3})
+    cert = certify_generation(whole, {**CASES[name], "n_tokens": 3})
     assert cert.verdict == "lossless" and cert.deviation < 1e-6, cert.summary()
