@@ -47,18 +47,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from examples.loop_impl import SAMPLE, LoopImplementation, inverse_cdf
-
-PARAMETERS = (
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "logit_bias",
-    "sequence_bias",
-    "bad_words",
-    "no_repeat_ngram_size",
-    "allowed_token_ids",
-    "min_tokens",
-)
+from rheo.reference.sampling import PARAMETERS  # the names only: the processing below is this file's own
 
 
 def ends_with(seq: Sequence[int], suffix: Sequence[int]) -> bool:
