@@ -105,7 +105,7 @@ THREE_ERRORS = {  # an unknown key, m = K and a law that does not sum to 1 (issu
     "colour": "red",
 }
 THREE_LINES = [
-    "rheo: error: colour: unknown key; allowed keys here: K, arithmetic, beam,",
+    "rheo: error: colour: unknown key; allowed keys here: K, allowed_token_ids, arithmetic,",
     'rheo: error: target["*"]: must sum to exactly 1 in exact mode, sums to 6/5',
     "rheo: error: m: must be <= K-1 = 2, got 3",
 ]
