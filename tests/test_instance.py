@@ -91,3 +91,38 @@ def test_bad_configuration_names_the_field(kw, field):
     with pytest.raises(CaseError) as err:
         inst(["1/2", "1/2"], **kw)
     assert err.value.field == field
+
+
+def test_rank_bound_is_q_of_the_first_residual_token():
+    """Lemma 1's bound q(x_{m+1}) (docs/spec.md §2), and None where nothing is left after the leads."""
+    assert inst(["2/5", "1/5", "3/10", "1/10"]).rank_bound(()) == F(3, 10)
+    assert inst(["2/5", "1/5", "3/10", "1/10"], m=2).rank_bound(()) == F(1, 5)
+    assert inst(["1/2", "1/2", "0", "0"], K=4, m=2).rank_bound(()) is None
+
+
+def test_a_bad_table_entry_names_its_index_and_the_table_keeps_its_name():
+    with pytest.raises(CaseError) as err:
+        inst(["2/5", "1/5", "oops", "1/10"])
+    assert err.value.field == "draft[2]"
+    assert inst(["2/5", "1/5", "3/10", "1/10"]).draft.name == "draft"
+
+
+def test_reading_a_table_reads_the_deadline_per_entry():
+    """Each table entry is paced (``rheo exact`` bounds reading a huge table): one check
+    per entry read, per table, in exact mode."""
+    from rheo.reference.deadline import Deadline
+
+    class Counting(Deadline):
+        checks = 0
+
+        def check(self, count=None, what="", share=None):
+            Counting.checks += 1
+
+    make_instance(
+        4,
+        [F(1, 4)] * 4,
+        ["2/5", "1/5", "3/10", "1/10"],
+        deadline=Counting(None),
+        **dict(policy="rheo", K=3, m=1, depth=1, budget=3),
+    )
+    assert Counting.checks == 8
