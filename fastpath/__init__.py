@@ -2,7 +2,9 @@
 
 It computes exactly what ``rheo.reference`` computes: decision by decision on the same
 uniforms in float64 (tests/test_fastpath_differential.py), and in law (the statistical
-tests). float32 is the default working dtype; path scores are always float64.
+tests). float32 is the default working dtype; path scores are always float64. Shapes and
+dtypes are asserted at run time (entry points and stage handoffs, ``inputs``; no device
+sync); value ranges in tests only (``rheo.testing.ranges``).
 
 Glossary: *lead* x_1..x_m deterministic top tokens; *sample* Y drawn from the *residual*
 law beyond the leads; *fill* the best-ranked residual tokens after Y; *proxy* the sample's

@@ -1,10 +1,17 @@
-"""What the fastpath's entry points accept: the shape and dtype checks they run first.
+"""What the fastpath's entry points accept and its stages hand on: the shape and dtype checks.
 
 Each public entry point (``build_tree``, ``expand``, ``verify``, ``run_cycle``, the laws
 of docs/spec.md §0-§1 and the draws of §7) checks its tensors' shapes and dtypes and its
 ``Params`` before it computes anything, as vLLM's rejection sampler asserts its inputs at
-entry. The checks read only ``.shape`` and ``.dtype`` (no device sync); a failure names the
-function, the argument, what it got and what is expected.
+entry. The handoffs between stages are checked the same way: every pool ``build_tree`` gets
+from ``expand`` (``check_pool``), the recorded nodes before pruning (path scores float64),
+and the two results, ``DraftTree`` and ``VerifyResult``, when they are made (their
+``__post_init__``: every tensor's dtype and shape as their docstrings give them, path
+scores float64 whatever the model's dtype). The checks read only ``.shape`` and ``.dtype``
+(host metadata: no device sync, so never a value); a failure names the function, the
+argument, what it got and what is expected. Value ranges (probabilities in [0, 1], indices
+in range, parents before children) would need the values, a sync on a GPU: they are
+checked in tests only (``rheo.testing.ranges``).
 
 >>> import torch
 >>> expect("expand", "valid", torch.zeros(2, 3), "[b, n]", (2, 3), "bool")
@@ -24,10 +31,12 @@ import torch
 from rheo.reference.numbers import CaseError
 from rheo.reference.params import Params
 
-Kind = Literal["float", "int", "bool"]
+Kind = Literal["float", "int", "bool"] | torch.dtype  # a dtype: exactly that dtype
 
 
 def _of_kind(dtype: torch.dtype, kind: Kind) -> bool:
+    if isinstance(kind, torch.dtype):
+        return dtype == kind
     if kind == "float":
         return dtype.is_floating_point
     if kind == "bool":
@@ -39,8 +48,14 @@ def expect(
     where: str, name: str, x: object, spec: str, sizes: Sequence[int | None | EllipsisType], kind: Kind
 ) -> torch.Tensor:
     """``x`` as a tensor of these sizes (None: any size; one ``...``: any number of
-    dimensions there) and a dtype of this kind; else a ValueError (a TypeError if it is no
-    tensor at all)."""
+    dimensions there) and a dtype of this kind (or exactly this dtype); else a ValueError (a
+    TypeError if it is no tensor at all).
+
+    >>> expect("tree", "scores", torch.zeros(2), "[b]", (2,), torch.float64)
+    Traceback (most recent call last):
+    ...
+    ValueError: tree: scores must be a torch.float64 tensor of shape [b] = [2], got shape [2] and dtype torch.float32
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{where}: {name} must be a torch.Tensor of shape {spec}, got {type(x).__name__}")
     if ... in sizes:

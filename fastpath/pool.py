@@ -48,6 +48,22 @@ class Pool:
     check: torch.Tensor  # [b, n, W] the law the stochastic step uses (r unless a draft_law control)
     dense: torch.Tensor | None  # [b, n, V] ``draft_law: "dense"`` only
 
+    def expect(self, where: str, b: int, n: int, K: int) -> Pool:
+        """This pool, checked to be n expanded nodes' K-slot pools for b requests: the dtypes
+        and shapes above (factors, residual and check floating point, residual and check of
+        one dtype; the index tensors int64; kinds int8). Reads only ``.shape`` and ``.dtype``."""
+        expect(where, "pool.tokens", self.tokens, "[b, n, K]", (b, n, K), torch.int64)
+        expect(where, "pool.kinds", self.kinds, "[b, n, K]", (b, n, K), torch.int8)
+        expect(where, "pool.ranks", self.ranks, "[b, n, K]", (b, n, K), torch.int64)
+        expect(where, "pool.factors", self.factors, "[b, n, K]", (b, n, K), "float")
+        expect(where, "pool.ok", self.ok, "[b, n, K]", (b, n, K), "bool")
+        W = expect(where, "pool.ids", self.ids, "[b, n, W]", (b, n, None), torch.int64).shape[-1]
+        expect(where, "pool.residual", self.residual, "[b, n, W]", (b, n, W), "float")
+        expect(where, "pool.check", self.check, "[b, n, W]", (b, n, W), self.residual.dtype)
+        if self.dense is not None:
+            expect(where, "pool.dense", self.dense, "[b, n, V]", (b, n, None), "float")
+        return self
+
 
 def ranked_draft_law(
     logits: torch.Tensor, valid: torch.Tensor, params: Params

@@ -102,6 +102,39 @@ class DraftTree:
     verify_dense: torch.Tensor | None  # [b, R, V]
     expansions: torch.Tensor  # [b] int64
 
+    def __post_init__(self) -> None:
+        """The format's contract, checked when a tree is made (by ``build_tree`` or by
+        ``rheo.integrations.tree_formats``): every tensor's dtype and shape as above, the
+        path scores float64 whatever the model's dtype, sample_probs and verify_probs
+        floating point and of one dtype. Reads only ``.shape`` and ``.dtype`` (no device
+        sync); the values' ranges are checked in tests (``rheo.testing.ranges``)."""
+        w = "DraftTree"
+        b, R = expect(w, "tokens", self.tokens, "[b, R]", (None, None), torch.int64).shape
+        for name in ("parents", "depth", "slots", "ranks"):
+            expect(w, name, getattr(self, name), "[b, R]", (b, R), torch.int64)
+        expect(w, "kinds", self.kinds, "[b, R]", (b, R), torch.int8)
+        expect(w, "scores", self.scores, "[b, R] (path scores)", (b, R), torch.float64)
+        expect(w, "valid", self.valid, "[b, R]", (b, R), torch.bool)
+        expect(w, "num_nodes", self.num_nodes, "[b]", (b,), torch.int64)
+        expect(w, "expansions", self.expansions, "[b]", (b,), torch.int64)
+        expect(w, "attention_mask", self.attention_mask, "[b, R+1, R+1]", (b, R + 1, R + 1), torch.bool)
+        expect(w, "position_ids", self.position_ids, "[b, R+1]", (b, R + 1), torch.int64)
+        expect(w, "children", self.children, "[b, R+1, K]", (b, R + 1, None), torch.int64)
+        D = expect(w, "prefixes", self.prefixes, "[b, R+1, D]", (b, R + 1, None), torch.int64).shape[-1]
+        expect(w, "retrieve_indices", self.retrieve_indices, "[b, R, D+1]", (b, R, D + 1), torch.int64)
+        W = expect(w, "sample_ids", self.sample_ids, "[b, R, W]", (b, R, None), torch.int64).shape[-1]
+        expect(w, "sample_probs", self.sample_probs, "[b, R, W]", (b, R, W), "float")
+        expect(w, "verify_probs", self.verify_probs, "[b, R, W]", (b, R, W), self.sample_probs.dtype)
+        if self.verify_dense is not None:
+            expect(w, "verify_dense", self.verify_dense, "[b, R, V]", (b, R, None), "float")
+
+    def expect_for(self, where: str, params: Params, b: int | None = None) -> DraftTree:
+        """This tree, checked to be T_R of ``params`` (R = budget, K slots) for b requests
+        (None: any). Reads only ``.shape`` and ``.dtype``."""
+        b, R = expect(where, "tree.tokens", self.tokens, "[b, R]", (b, params.budget), torch.int64).shape
+        expect(where, "tree.children", self.children, "[b, R+1, K]", (b, R + 1, params.K), torch.int64)
+        return self
+
     def slot_paths(self, i: int) -> list[tuple[int, ...]]:
         """Request i's nodes' slot paths from the root, in node order."""
         n = int(self.num_nodes[i])
@@ -240,8 +273,8 @@ def _root_layer(
         torch.ones((b, 1), dtype=torch.bool, device=dev),
     )
     logits = _draft(draft, query)
-    pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params)
     K = params.K
+    pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params).expect("build_tree: layer 1", b, 1, K)
     codes, _ = _labels(pool, params, logits.shape[-1])
     layer = Nodes.record(
         pool,
@@ -278,7 +311,7 @@ def _next_layer(
     prefixes = prev.prefixes[..., : d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
     query = DraftQuery(d - 1, prev.tokens.gather(1, sel), prefixes, sel // K, sel % K, sel_ok)
     logits = _draft(draft, query)
-    pool = expand_fn(logits, sel_ok, u, T, params)
+    pool = expand_fn(logits, sel_ok, u, T, params).expect(f"build_tree: layer {d}", b, B, K)
     scores = prev.scores.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
     parent_rank = _lex_rank(prev.codes, prev.ok).gather(1, sel).unsqueeze(-1)
     labels, radix = _labels(pool, params, logits.shape[-1])
@@ -315,9 +348,10 @@ def _prune(nodes: Nodes, R: int) -> tuple[Nodes, torch.Tensor]:
     """Pruning (docs/spec.md §3): T_R is the first R recorded nodes in order-key order
     (score desc, depth asc, slot path asc). Returns the nodes (one padding node appended
     when fewer than R were recorded) and T_R's indices into them, order [b, R]."""
+    b, N = nodes.tokens.shape
+    expect("build_tree", "the recorded nodes' path scores", nodes.scores, "[b, N]", (b, N), torch.float64)
     span = int(nodes.codes.max()) + 1 if nodes.codes.numel() else 1
     order = _order(nodes.scores, nodes.ok, nodes.depth * span + nodes.codes)[:, :R]
-    b, N = nodes.tokens.shape
     if order.shape[1] < R:  # fewer recorded nodes than the budget
         nodes = nodes.padded()
         order = torch.cat([order, torch.full((b, R - order.shape[1]), N, dtype=torch.int64, device=order.device)], 1)

@@ -50,6 +50,13 @@ class VerifyResult:
     lengths: torch.Tensor  # [b] int64
     accepted: torch.Tensor  # [b, D] int64
 
+    def __post_init__(self) -> None:
+        """The contract above, checked when a result is made (dtypes and shapes only, no
+        device sync; the values' ranges are checked in tests, ``rheo.testing.ranges``)."""
+        b, D = expect("VerifyResult", "accepted", self.accepted, "[b, D]", (None, None), torch.int64).shape
+        expect("VerifyResult", "tokens", self.tokens, "[b, D+1]", (b, D + 1), torch.int64)
+        expect("VerifyResult", "lengths", self.lengths, "[b]", (b,), torch.int64)
+
     def output(self, i: int) -> tuple[int, ...]:
         return tuple(self.tokens[i, : int(self.lengths[i])].tolist())
 
@@ -85,8 +92,7 @@ def verify(
     Policy "topk" verifies point-mass (no stochastic step).
     """
     expect_params("verify", params)
-    b, R = expect("verify", "tree.tokens", tree.tokens, "[b, R]", (None, params.budget), "int").shape
-    expect("verify", "tree.children", tree.children, "[b, R+1, K]", (b, R + 1, params.K), "int")
+    b, R = tree.expect_for("verify", params).tokens.shape
     if isinstance(target_logits, torch.Tensor):
         expect("verify", "target_logits", target_logits, "[b, R+1, V]", (b, R + 1, None), "float")
     elif not callable(target_logits):

@@ -25,7 +25,7 @@ def verify_naive(
     """Same contract as ``verify`` (policies rheo and topk, verifier "rheo" only):
     target_logits [b, R+1, V], T [b], uniforms of §7."""
     expect_params("verify_naive", params)
-    b, R = expect("verify_naive", "tree.tokens", tree.tokens, "[b, R]", (None, params.budget), "int").shape
+    b, R = tree.expect_for("verify_naive", params).tokens.shape
     expect("verify_naive", "target_logits", target_logits, "[b, R+1, V]", (b, R + 1, None), "float")
     expect("verify_naive", "T", T, "[b]", (b,), "float")
     uniforms.expect_for("verify_naive", params, b)

@@ -17,10 +17,11 @@ torch = pytest.importorskip("torch")
 
 from rheo.checks.differential.fastpath import (  # noqa: E402
     check_designed_ties,
-    check_example,
     compare_batch,
     designed_ties,
     fast_examples,
+    float32_near_tie,
+    run_example,
 )
 from rheo.fastpath import (  # noqa: E402
     FastConfig,
@@ -30,6 +31,7 @@ from rheo.fastpath import (  # noqa: E402
 from rheo.testing import (  # noqa: E402
     HashTableModel,
 )
+from rheo.testing.ranges import assert_in_range  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 
@@ -42,11 +44,13 @@ def run_batch(model, cfg, temps, seed, device="cpu"):
 @pytest.mark.parametrize("device", DEVICES)
 @given(example=fast_examples())
 def test_fastpath_decisions_equal_reference(device, example):
-    checks = check_example(example, device)
+    checks, tree, result = run_example(example, device)
     note(f"{example} device={device}")
     for i, c in enumerate(checks):
         event(c.status)
         assert c.status != "differs", f"request {i} (T={example['temps'][i]}): {c.detail}"
+    V, cfg = example["case"]
+    assert_in_range(tree, result, cfg, V)  # the value ranges the fastpath never checks at run time
 
 
 def test_near_threshold_requests_are_rare():
@@ -81,6 +85,29 @@ def test_designed_exact_ties_follow_the_spec(name):
     ties (``rheo.checks.differential.designed_ties``): every request equals the reference."""
     n, bad = check_designed_ties(designed_ties()[name])
     assert n > 0 and not bad, bad[:3]
+
+
+def test_float32_near_tie_needs_float64_path_scores():
+    """The designed float32 near tie (``float32_near_tie``) is what it says: the two depth-2
+    scores B > A differ by more than the comparison's margin and less than half a float32
+    ulp, float32 products of the float32 factors tie, and the fastpath's float64 scores keep
+    B first, so T_R at budget 4 holds B's slot path (1, 0) and not A's (0, 1)."""
+    model, cfgs, temps, _ = float32_near_tie()
+    cfg = next(c for c in cfgs if c.budget == 4)
+    T = torch.tensor(temps, dtype=torch.float64)
+    tree = build_tree(model.draft_logits, cfg, T, Uniforms.random(2, cfg.K, cfg.B, cfg.depth))
+    q = {
+        pre: torch.softmax(torch.tensor(model.fns["draft"](0, pre), dtype=torch.float32), -1)
+        for pre in ((), (0,), (1,))
+    }
+    A32, B32 = q[()][0] * q[(0,)][1], q[()][1] * q[(1,)][0]  # float32 products
+    A, B = float(q[()][0]) * float(q[(0,)][1]), float(q[()][1]) * float(q[(1,)][0])  # exact in float64
+    assert bool(A32 == B32) and 1e-9 < (B - A) / B < 2.0**-25
+    assert tree.scores.dtype == torch.float64
+    for i in range(2):
+        paths = tree.slot_paths(i)
+        assert (1, 0) in paths and (0, 1) not in paths
+        assert float(tree.scores[i, paths.index((1, 0))]) == B
 
 
 def test_draft_top_k_boundary_keeps_the_lower_ids():

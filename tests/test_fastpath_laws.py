@@ -15,6 +15,7 @@ from rheo.reference.numbers import (  # noqa: E402
     rank_order,
     temper,
 )
+from rheo.testing.ranges import law_violations  # noqa: E402
 
 
 def test_ranked_topk_breaks_ties_by_lower_id():
@@ -44,6 +45,7 @@ def test_target_law_matches_reference(T, filters):
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(20, 7, generator=g, dtype=torch.float64) * 2
     got = target_law(logits, torch.full((20,), T, dtype=torch.float64), TargetFilters(*filters))
+    assert law_violations(got, "target_law") == []  # in [0, 1], every row summing to 1
     temp = Temperature.parse(repr(T), exact=False)
     for row, p in zip(logits.tolist(), got.tolist()):
         q = [math.exp(x) for x in row]

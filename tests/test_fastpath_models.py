@@ -27,9 +27,13 @@ from rheo.fastpath import (  # noqa: E402
     verify,
 )
 from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
+from rheo.fastpath.pool import expand as fast_expand  # noqa: E402
+from rheo.fastpath.tree import DraftTree  # noqa: E402
+from rheo.fastpath.verify import VerifyResult  # noqa: E402
 from rheo.fastpath.verify_naive import verify_naive  # noqa: E402
 from rheo.reference import CaseError  # noqa: E402
 from rheo.testing import HashTableModel, TinyTreeLM  # noqa: E402
+from rheo.testing.ranges import assert_in_range  # noqa: E402
 
 from .devices import DEVICES  # noqa: E402
 
@@ -59,7 +63,9 @@ def test_tree_attention_equals_one_forward_per_path(device):
                 path = [t for t in paths[node] if t >= 0]
                 want = model.full_logits(i, model.tokens[i] + path)
                 assert torch.allclose(logits[i, node].cpu(), want, atol=1e-10), (cycle, i, node)
-        model.advance(tree, verify(tree, logits, T, CFG, u))
+        result = verify(tree, logits, T, CFG, u)
+        assert_in_range(tree, result, CFG, model.vocab_size)
+        model.advance(tree, result)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -75,6 +81,7 @@ def test_stateful_model_decisions_equal_reference(device):
         for check in checks:
             assert check.status != "differs", check.detail
             statuses.append(check.status)
+        assert_in_range(tree, result, CFG, model.vocab_size)
         model.advance(tree, result)  # after comparing: the reference tables read the model's state
     assert statuses.count("equal") >= 15
 
@@ -84,7 +91,9 @@ def test_lazy_and_dense_target_logits_agree():
     outs = []
     for lazy in (False, True):
         model = HashTableModel(300, 8, seed=2, lazy_target=lazy)
-        outs.append(run_cycle(model, cfg, torch.ones(8), generator=torch.Generator().manual_seed(5))[1])
+        tree, result = run_cycle(model, cfg, torch.ones(8), generator=torch.Generator().manual_seed(5))
+        assert_in_range(tree, result, cfg, 300)
+        outs.append(result)
     assert torch.equal(outs[0].tokens, outs[1].tokens)
 
 
@@ -101,6 +110,7 @@ def test_tree_tensors_are_consistent(device):
         torch.tensor([1.0, 0.5, 0.0, 2.0, 1.0, 0.3]),
         generator=torch.Generator(device=device).manual_seed(3),
     )
+    assert_in_range(tree, None, cfg, 50)
     for i in range(6):
         n = int(tree.num_nodes[i])
         par = tree.parents[i].tolist()
@@ -143,6 +153,7 @@ def test_naive_verifier_equals_batched(T):
     logits = model.target_logits(tree)
     a, b = verify(tree, logits, Tb, cfg, u), verify_naive(tree, logits, Tb, cfg, u)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.accepted, b.accepted)
+    assert_in_range(tree, a, cfg, 200)
 
 
 def test_dense_baseline_builds_the_same_tree_at_temperature_zero():
@@ -168,6 +179,63 @@ def test_float32_path_stays_close_to_float64():
     print(dev)
     assert dev["tree_agreement"] >= 0.98 and dev["output_agreement"] >= 0.98
     assert dev["max_abs_score_deviation"] < 1e-5 and dev["max_abs_residual_prob_deviation"] < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("policy", ["rheo", "topk"])
+def test_path_scores_are_float64_whatever_the_model_dtype(dtype, policy):
+    """docs/fastpath.md: the working dtype is the model's, path scores are always float64.
+    A model answering float32, bfloat16, float16 or float64 logits: the tree's scores are
+    float64, its sample laws are in the model's dtype, every value is in range. (That the
+    scores are float64 products, not float32 products widened afterwards, is the designed
+    float32 near tie's job: ``test_float32_near_tie_needs_float64_path_scores``.)"""
+    cfg = FastConfig(K=4, depth=4, budget=14, m=1, beam=3, draft_top_k=16, policy=policy)
+    model = HashTableModel(60, 6, seed=2, dtype=dtype, draft_noise=0.5)
+    T = torch.tensor([1.0, 0.5, 0.0, 1.5, 1.0, 0.7])
+    tree, result = run_cycle(model, cfg, T, generator=torch.Generator().manual_seed(4))
+    assert tree.scores.dtype == torch.float64
+    assert tree.sample_probs.dtype == dtype and tree.verify_probs.dtype == dtype
+    assert_in_range(tree, result, cfg, 60)
+
+
+def test_stage_handoffs_check_dtypes_and_shapes():
+    """The handoffs between stages are checked on metadata alone: a pool from an
+    ``expand_fn`` with ranks of the wrong dtype, a DraftTree with float32 path scores, a
+    VerifyResult with int32 tokens each raise a ValueError naming the tensor, the expected
+    and the got; the recorded nodes' scores are checked float64 before pruning."""
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1, draft_top_k=None)
+    model = HashTableModel(20, 2, seed=0)
+    T = torch.ones(2, dtype=torch.float64)
+    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+
+    def int32_ranks(*args):
+        pool = fast_expand(*args)
+        pool.ranks = pool.ranks.to(torch.int32)
+        return pool
+
+    def integer_factors(*args):  # factors that are no floats: the pool check refuses them
+        pool = fast_expand(*args)
+        pool.factors = pool.factors.to(torch.int64)
+        return pool
+
+    with pytest.raises(ValueError, match=r"build_tree: layer 1: pool.ranks must be a torch.int64 tensor of shape"):
+        build_tree(model.draft_logits, cfg, T, u, expand_fn=int32_ranks)
+    with pytest.raises(ValueError, match=r"pool.factors must be a float tensor"):
+        build_tree(model.draft_logits, cfg, T, u, expand_fn=integer_factors)
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    fields = {f: getattr(tree, f) for f in DraftTree.__dataclass_fields__}
+    with pytest.raises(ValueError, match=r"DraftTree: scores must be a torch.float64 tensor of shape \[b, R\] "):
+        DraftTree(**{**fields, "scores": tree.scores.float()})
+    with pytest.raises(ValueError, match=r"DraftTree: attention_mask must be a torch.bool tensor"):
+        DraftTree(**{**fields, "attention_mask": tree.attention_mask[:, 1:]})
+    with pytest.raises(ValueError, match=r"DraftTree: verify_probs must be a torch.float32 tensor"):
+        DraftTree(**{**fields, "verify_probs": tree.verify_probs.double()})
+    result = verify(tree, model.target_logits(tree), T, cfg, u)
+    with pytest.raises(ValueError, match=r"VerifyResult: tokens must be a torch.int64 tensor of shape \[b, D\+1\]"):
+        VerifyResult(result.tokens.int(), result.lengths, result.accepted)
+    with pytest.raises(ValueError, match=r"verify: tree.children must be a torch.int64 tensor"):
+        tree.children = tree.children[..., :2]
+        verify(tree, model.target_logits(tree), T, cfg, u)
 
 
 @pytest.mark.parametrize(

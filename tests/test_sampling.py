@@ -14,7 +14,7 @@ from rheo.casefile import load_case
 from rheo.checks.cases.sampling import masked_prefix, sampling_configs, sampling_names
 from rheo.checks.cases.space import select
 from rheo.checks.protocol.inputs import case_config, raw_logits
-from rheo.checks.protocol.load import ImplLoadError, Implementation, load_implementation
+from rheo.checks.protocol.load import Implementation, ImplLoadError, load_implementation
 from rheo.reference import certify
 from rheo.reference.numbers import CaseError
 from rheo.reference.params import Params

@@ -1,6 +1,8 @@
 """The upstream reproducers in examples/upstream/ (one per transformers defect in
-docs/transformers.md): they import only transformers, torch, tokenizers and the standard
-library, and each, run in a subprocess with a reduced sample count, reproduces its defect:
+docs/transformers.md, one per vLLM defect in docs/vllm.md): a transformers one imports only
+transformers, torch, tokenizers and the standard library, a vLLM one only vllm, torch and
+the standard library (it runs in tests/test_vllm_sampling.py, with vLLM); each transformers
+one, run in a subprocess with a reduced sample count, reproduces its defect:
 the chi-square line is printed and rejects the target's law (or, for the USD logits, rejects
 it exactly when the process's ``get_vocab()`` order is not id order, and the measured law is
 nearer the law the defect predicts); the crash reproducer shows the AttributeError."""
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = ROOT / "examples" / "upstream"
 SCRIPTS = sorted(p.name for p in UPSTREAM.glob("*.py") if p.name != "__init__.py")
 ALLOWED = {"transformers", "torch", "tokenizers"} | set(sys.stdlib_module_names)
+ALLOWED_VLLM = {"vllm", "torch"} | set(sys.stdlib_module_names)
 CHI = re.compile(r"chi-square against the target law: chi2 = ([\d.]+|inf) on (\d+) df, p = ([\d.e+-]+), N = (\d+)")
 
 
@@ -41,13 +44,15 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
         "transformers_gemma4_greedy_draft.py",
         "transformers_usd_pruned_logits.py",
         "transformers_usd_subset_vocab_crash.py",
+        "vllm_min_tokens_bonus.py",
     ]
     readme = (UPSTREAM / "README.md").read_text(encoding="utf-8")
     for name in SCRIPTS:
         tree = ast.parse((UPSTREAM / name).read_text(encoding="utf-8"))
         roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         roots |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert roots <= ALLOWED, (name, roots - ALLOWED)
+        allowed = ALLOWED_VLLM if name.startswith("vllm_") else ALLOWED
+        assert roots <= allowed, (name, roots - allowed)
         assert name in readme, name
 
 

@@ -1,5 +1,5 @@
 """docs/spec.md's documented defaults and worked numbers, read from the text itself: the
-filter compositions of §0, the tau per policy of §6 (also src/rheo/examples/worked.json,
+filter compositions of §0, the tau per policy of §6 (also src/rheo/checks/gate/worked.json,
 which the gate's paper-example check reads) and the defaults table of §8. A changed
 default or a changed filter composition then changes a number checked here."""
 
@@ -88,7 +88,7 @@ WORKED = table_after("**Worked tau per policy.**")
 
 
 def test_the_spec_tau_table_is_the_shipped_worked_cases():
-    shipped = json.loads(resources.files("rheo").joinpath("examples/worked.json").read_text(encoding="utf-8"))
+    shipped = json.loads(resources.files("rheo.checks.gate").joinpath("worked.json").read_text(encoding="utf-8"))
     assert len(WORKED) == len(shipped["cases"])
     for row, entry in zip(WORKED, shipped["cases"]):
         policy, q, K, depth, budget, other, tau = row

@@ -49,15 +49,12 @@ MAX_DEPTH = 1_000_000  # a cycle's output is continued to depth + 1 tokens
 MAX_N_TOKENS = 1_000_000  # the tokens of one whole generation ("n_tokens", default depth + 1)
 MAX_ERRORS = 20  # independent errors reported at once; checking stops at this many
 TABLES = ("target", "draft", "target_logits")  # target_logits: raw logits instead of target (docs/spec.md §9)
-NUMBER_FIELDS = (
-    "epsilon",
-    "temperature",
-    "target_top_p",
-    "target_min_p",
+NUMBER_FIELDS: tuple[str, ...] = ("epsilon", "temperature", "target_top_p", "target_min_p")  # and the proxy, tables
+NUMBER_FIELDS += (
     "repetition_penalty",
     "frequency_penalty",
     "presence_penalty",
-)  # besides the tables and the proxy
+)  # docs/spec.md §9  # besides the tables and the proxy
 
 
 @lru_cache(maxsize=1)
@@ -237,19 +234,13 @@ def _logits(vec: list, field: str, deadline: Deadline | None, before: int = 0) -
         if deadline is not None:
             deadline.check(before + i, "table entries read")
         where = f"{field}[{i}]"
-        if isinstance(v, str) and v.strip().lower() == "-inf":
-            out.append(float("-inf"))
-            continue
         if not _is_json_number_or_string(v):
             raise _type_error(where, ["number", "string"], v)
         check_number_size(v, where)
         try:
-            x = float(parse_exact(v, where))
-        except CaseError:
-            raise CaseError(where, f'expected a logit: a number or "-inf", got {shown(v)}') from None
-        except OverflowError:
-            raise CaseError(where, f"is too large for float64, got {shown(v)}") from None
-        out.append(x)
+            out.append(float("-inf") if str(v).strip().lower() == "-inf" else float(parse_exact(v, where)))
+        except (CaseError, OverflowError):
+            raise CaseError(where, f'expected a logit: a float64 number or "-inf", got {shown(v)}') from None
     return out
 
 

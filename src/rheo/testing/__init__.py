@@ -6,6 +6,9 @@
   context, the table-free twin of ``rheo.integrations.spec_lm.SpecLM``;
 - ``rheo.testing.planted``: deliberately wrong fastpath variants that calibrate the
   statistical checks (they must fire on them).
+- ``rheo.testing.ranges``: the value ranges of the fastpath's outputs (probabilities,
+  indices, parents before children, ...), which the fastpath never checks at run time (a
+  device sync): tests check them.
 
 Everything here needs torch (``pip install "rheosampling[torch]"``).
 

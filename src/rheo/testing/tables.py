@@ -38,14 +38,16 @@ def _fold(h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return h
 
 
-def _float_law(logits: torch.Tensor) -> tuple[float, ...]:  # logits: [V]
-    return tuple(torch.softmax(logits.to(torch.float64), -1).tolist())
+def _float_law(logits: torch.Tensor, dtype: torch.dtype = torch.float64) -> tuple[float, ...]:  # logits: [V]
+    """softmax(logits) computed in ``dtype``, as float64 numbers (exact: a widening cast)."""
+    return tuple(torch.softmax(logits.to(dtype), -1).to(torch.float64).tolist())
 
 
 class _TableBase:
     """Shared by the table models: laws at (request, token path) and reference instances."""
 
     vocab_size: int
+    law_dtype: torch.dtype = torch.float64  # the dtype the reference's laws are computed in
 
     def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # [V]
         raise NotImplementedError
@@ -54,8 +56,8 @@ class _TableBase:
         """Request i's current laws as a float64 reference ``Instance`` for ``cfg``."""
         return Instance(
             self.vocab_size,
-            Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"))),
-            Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"))),
+            Table("target", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "target"), self.law_dtype)),
+            Table("draft", {}, fn=lambda pre: _float_law(self.logits_at(i, pre, "draft"), self.law_dtype)),
             cfg.replace(temperature=Temperature.parse(temperature, exact=False)),
         )
 
@@ -156,7 +158,9 @@ class HashTableModel(_TableBase):
 class PrefixTableModel(_TableBase):
     """Logits from Python functions ``fn(request, prefix) -> [V] logits`` (designed cases;
     a Python loop over nodes, for tests only). The prefix is relative to the cycle root;
-    ``advance`` does nothing (every cycle starts from the same root)."""
+    ``advance`` does nothing (every cycle starts from the same root). ``dtype`` is the
+    logits' dtype; ``law_dtype`` the dtype the reference's laws are computed in (float64;
+    ``dtype`` itself hands the reference the laws a float32 model computes, exactly)."""
 
     def __init__(
         self,
@@ -166,14 +170,16 @@ class PrefixTableModel(_TableBase):
         draft: LogitsFn,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
+        law_dtype: torch.dtype = torch.float64,
     ) -> None:
         self.vocab_size, self.batch = vocab_size, batch
         self.device = torch.device(device or "cpu")
         self.fns = {"target": target, "draft": draft}
-        self.dtype = dtype
+        self.dtype, self.law_dtype = dtype, law_dtype
 
     def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
-        return torch.as_tensor(self.fns[side](i, tuple(prefix)), dtype=torch.float64)
+        # in the model's dtype first: the reference sees the very logits the fastpath sees
+        return torch.as_tensor(self.fns[side](i, tuple(prefix)), dtype=torch.float64).to(self.dtype).to(torch.float64)
 
     def _table(self, side: str, paths: list[list[list[int]]], valid: torch.Tensor) -> torch.Tensor:
         """Logits [b, n, V] at token paths [b][n] (-1 padded) where valid [b, n]."""

@@ -23,10 +23,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any
 
 from rheo.casefile import load_case
-from rheo.checks.cases.strategies import joint_draw_bound
+from rheo.checks.cases.strategies import joint_draw_bound, max_nodes
 from rheo.reference.generate import hashed_case
 from rheo.reference.numbers import CaseError
 from rheo.reference.sampling import PARAMETERS, process_logits
@@ -54,11 +55,12 @@ SETTINGS: dict[str, list[Setting]] = {
     "presence_penalty": [_setting(presence_penalty=0.9)],
     "logit_bias": [lambda V: {**_history(V), "logit_bias": {"1": 1.5, str(V - 1): -1.0}}],
     "sequence_bias": [_setting(sequence_bias={"0,2": 1.4, "2,1": -1.1})],
-    # [2, 1]: after a drafted 2, 1 is banned; [1, 0, 2]: the history ends with 1, 0 (prompt and
-    # generated) but the output alone does not, so the two scopes give different laws
+    # [2, 0]: after a drafted 2, 0 is banned; [1, 0, 1]: the history ends with 1, 0 (prompt and
+    # generated) but the output alone does not, so the two scopes give different laws at the
+    # root (1 banned or not), and 2 stays drawable there for the first word to act on
     "bad_words": [
-        _setting(bad_words=[[2, 1], [1, 0, 2]], bad_words_scope="prompt_and_generated"),
-        _setting(bad_words=[[2, 1], [1, 0, 2]], bad_words_scope="generated"),
+        _setting(bad_words=[[2, 0], [1, 0, 1]], bad_words_scope="prompt_and_generated"),
+        _setting(bad_words=[[2, 0], [1, 0, 1]], bad_words_scope="generated"),
     ],
     "no_repeat_ngram_size": [_setting(no_repeat_ngram_size=2)],
     "allowed_token_ids": [lambda V: {**_history(V), "allowed_token_ids": [t for t in range(V) if t != 1]}],
@@ -83,10 +85,11 @@ def _shapes() -> list[dict[str, Any]]:
         V = 3 if depth == 2 or K < 3 else 4
         if joint_draw_bound(V, policy, K, m, depth, K) > SHAPES_MAX_DRAWS:
             continue
-        shape = {"vocab_size": V, "policy": policy, "K": K, "depth": depth, "beam": K, "budget": K}
-        if policy == "rheo":
-            shape["m"] = m
-        out.append(shape)
+        for budget in sorted({K, min(max_nodes(K, depth, K), K + 2)}):  # the root's pool, and deeper
+            shape = {"vocab_size": V, "policy": policy, "K": K, "depth": depth, "beam": K, "budget": budget}
+            if policy == "rheo":
+                shape["m"] = m
+            out.append(shape)
     return out
 
 
@@ -116,8 +119,7 @@ def with_logits(case: dict[str, Any]) -> dict[str, Any]:
     V = case["vocab_size"]
 
     def logit(x: Any) -> float | str:
-        num, _, den = str(x).partition("/")
-        p = int(num) / int(den or 1)
+        p = float(Fraction(str(x)))
         return "-inf" if p == 0 else round(math.log(p * V), 6)
 
     out["target_logits"] = {k: [logit(x) for x in law] for k, law in case["target"].items()}

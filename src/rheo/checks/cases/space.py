@@ -346,10 +346,14 @@ def _pairs(dims: dict[str, str]) -> set[tuple[str, str, str, str]]:
 
 
 def _sets(case: dict, name: str, together: int, deep: bool) -> bool:
-    """The case sets sampling parameter ``name`` among ``together`` parameters (and has
-    depth >= 2 when ``deep``: a drafted position's history then holds a draft)."""
+    """The case sets sampling parameter ``name`` among ``together`` parameters; with
+    ``deep``, it also samples (T > 0) a tree of depth >= 2 that keeps more than the root's
+    pool, so that a verified position after a draft exists and its history holds that draft."""
     got = sampling_names(case)
-    return name in got and len(got) == together and (not deep or int(case["depth"]) >= 2)
+    if name not in got or len(got) != together:
+        return False
+    drafted = int(case["depth"]) >= 2 and int(case["budget"]) > int(case["K"])
+    return not deep or (drafted and temperature_class(case["temperature"]) != "0")
 
 
 def _stat_ok(cfg: dict) -> bool:
@@ -436,7 +440,7 @@ def select(
                 remaining.remove(c)
                 if take(c.case()):
                     break
-    for name in declared:  # each parameter alone, and with another, across a draft position where supported
+    for name in declared if purpose == "exact" else ():  # each alone, and with another, where drafts are verified
         for together in (1, 2):
             deep = any(_sets(c.cfg, name, together, True) for c in remaining)
             if any(_sets(c, name, together, deep) for c in chosen):

@@ -25,6 +25,8 @@ FASTPATH_NAMES = (
     "designed_ties",
     "fast_configs",
     "fast_examples",
+    "float32_near_tie",
+    "run_example",
 )
 
 

@@ -110,6 +110,12 @@ def fast_examples(variants: bool = True):
 
 def check_example(example: dict, device="cpu"):
     """The checks of one ``fast_examples`` example (float64 table model, same uniforms)."""
+    return run_example(example, device)[0]
+
+
+def run_example(example: dict, device="cpu"):
+    """One ``fast_examples`` example through both engines: (checks, tree, result), the
+    fastpath's tree and result kept for the value-range checks (``rheo.testing.ranges``)."""
     V, cfg = example["case"]
     temps = example["temps"]
     model = HashTableModel(
@@ -122,7 +128,7 @@ def check_example(example: dict, device="cpu"):
         dtype=torch.float64,
         device=device,
     )
-    return compare_batch(model, cfg, temps, np.random.default_rng(example["seed"]), device)[0]
+    return compare_batch(model, cfg, temps, np.random.default_rng(example["seed"]), device)
 
 
 def designed_ties() -> dict:
@@ -135,7 +141,9 @@ def designed_ties() -> dict:
     - draft_top_k boundary: draft logits (2, 1, 1, 1, 0, 1), keeping 3 must take ids 0, 1, 2;
     - depth ties: a one-hot draft law (factor exactly 1), a child scores exactly its
       parent's score and must come after it, every budget 1..8;
-    - target ties: T = 0 takes the lowest id among the argmax; target_top_k keeps the lower ids.
+    - target ties: T = 0 takes the lowest id among the argmax; target_top_k keeps the lower ids;
+    - a float32 near tie (``float32_near_tie``): a float32 model whose two depth-2 path scores
+      differ by less than half a float32 ulp, so that only float64 path scores keep them apart.
     """
     flat5 = PrefixTableModel(5, 4, lambda i, pre: [float(t % 3) for t in range(5)], lambda i, pre: [0.0] * 5)
     out = {}
@@ -178,20 +186,57 @@ def designed_ties() -> dict:
         [0.0, 1.0],
         range(20),
     )
+    out["float32 near tie (path scores float64)"] = float32_near_tie()
     return out
+
+
+# float32 logits (exactly representable) of the near tie: the root's draft law is softmax(0, R),
+# the law after token 0 softmax(0, S), after token 1 softmax(0, T)
+NEAR_TIE_LOGITS = (-0.800000011920929, -1.0052000284194946, -0.3899368941783905)
+
+
+def float32_near_tie() -> tuple:
+    """A designed case (``designed_ties``'s shape) that only float64 path scores decide.
+
+    V = 2, policy "topk", K = 2, depth 2: the root's children a0 > a1, under token 0 the laws
+    (b0, b1), under token 1 (c0, c1), all float32 softmaxes of ``NEAR_TIE_LOGITS``. The
+    logits are chosen so that each float32 law sums to exactly 1 (the reference checks a law's
+    sum to 1e-9, and a float32 softmax is off by up to 1e-7). The
+    depth-2 scores A = a0 b1 (slot path (0, 1)) and B = a1 c0 (slot path (1, 0)) satisfy
+    B > A with (B - A) / B about 1.8e-8: above the comparison's 1e-9 margin, below half a
+    float32 ulp, so float32(A) == float32(B). The products of float32 factors are exact in
+    float64, and the reference is handed the same float32 laws (``law_dtype``). With budget 4
+    (a0, a0 b0, a1, then one of A and B) T_R must hold B; scores multiplied in float32 tie,
+    the slot path decides, and T_R holds A instead. Budgets 3 and 5 do not cut between them.
+    """
+    r, s, t = NEAR_TIE_LOGITS
+    draft = {(): [0.0, r], (0,): [0.0, s], (1,): [0.0, t]}
+    f32 = torch.float32
+    model = PrefixTableModel(
+        2, 2, lambda i, pre: [0.0, 0.0], lambda i, pre: draft.get(pre, [0.0, 0.0]), dtype=f32, law_dtype=f32
+    )
+    cfgs = [FastConfig(K=2, depth=2, budget=R, beam=2, policy="topk", draft_top_k=None) for R in (3, 4, 5)]
+    return model, cfgs, [1.0, 0.0], range(5)
 
 
 def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
     """Run one ``designed_ties`` scenario: (requests compared, details of every request that
-    was not "equal"; near-threshold counts as a failure here, since the ties are exact)."""
+    was not "equal"; near-threshold counts as a failure here, since the ties are exact; and
+    every value out of range in the fastpath's tree and result, ``rheo.testing.ranges``)."""
+    from rheo.testing.ranges import result_violations, tree_violations
+
     model, cfgs, temps, seeds = scenario
     bad, n = [], 0
     for cfg in cfgs:
         for seed in seeds:
-            for i, c in enumerate(compare_batch(model, cfg, temps, np.random.default_rng(seed), device)[0]):
+            checks, tree, result = compare_batch(model, cfg, temps, np.random.default_rng(seed), device)
+            for i, c in enumerate(checks):
                 n += 1
                 if c.status != "equal":
                     bad.append(f"{cfg} seed {seed} request {i}: {c.status} {c.detail}")
+            V = model.vocab_size
+            bad += [f"{cfg} seed {seed}: {v}" for v in tree_violations(tree, cfg, V)]
+            bad += [f"{cfg} seed {seed}: {v}" for v in result_violations(result, tree, cfg, V)]
     return n, bad
 
 

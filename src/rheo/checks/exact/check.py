@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rheo.checks import parallel
 from rheo.checks.cases.corpus import shrunk_search
+from rheo.checks.cases.sampling import masked_prefix, sampling_configs, with_logits
 from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
@@ -47,9 +48,14 @@ def search_strategy(impl: Implementation, seed: int = 0):
     small = [
         c for c in pool if c["vocab_size"] <= 4 and c["K"] <= 3 and c["depth"] <= 2 and impl.supports(case_config(c))
     ]
-    if not small:
+    declared = impl.sampling_parameters  # and the sampling cases it declares (docs/spec.md §9)
+    sampled = [c for c in sampling_configs(declared) if impl.supports(case_config(c))] if declared else []
+    if not small and not sampled:
         return None
-    return st.one_of(cases_from_configs(small), cases_from_configs(small, dyadic_draft=True))
+    options = [cases_from_configs(small), cases_from_configs(small, dyadic_draft=True)] if small else []
+    if sampled:
+        options.append(cases_from_configs(sampled).map(with_logits).filter(lambda c: masked_prefix(c) is None))
+    return st.one_of(*options)
 
 
 def describe_case(case: dict) -> str:
@@ -64,9 +70,9 @@ def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dic
     payload = {
         "check": "exact certification",
         "implementation": impl.name,
-        "verdict": "not lossless (exact)",
         "shrunk": shrunk,
         **cert.to_json(),
+        "verdict": "not lossless (exact)",  # after the certificate's own "not lossless"
         "case": cert.case,
         "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
         "replay": f"rheo gate --impl {impl.name} --replay FILE",
@@ -107,18 +113,22 @@ def check_exact(
     max_runs: int = MAX_RUNS,
     progress: Callable[[str], None] | None = None,
     budget: float | None = None,
+    given: int = 0,
 ):
     """Certify the implementation exactly on ``cases``; then let Hypothesis search
     ``search_examples`` small cases for one it is not lossless on and shrink it. With
-    ``budget`` (seconds), the ``EXACT_MINIMUM`` cheapest cases are certified first and always;
-    the others are started only while the budget lasts (the rest are "not reached", named in
-    the detail), and the search only if time is left."""
+    ``budget`` (seconds), the ``EXACT_MINIMUM`` cheapest cases and the last ``given`` ones
+    (the user's ``--cases``: asked for by name) are certified first and always; the others
+    are started only while the budget lasts (the rest are "not reached", named in the
+    detail), and the search only if time is left."""
     meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
     t0 = time.time()
     deadline = None if budget is None else t0 + budget
     order = sorted(range(len(cases)), key=lambda i: cost(cases[i]))
-    always = set(order[:EXACT_MINIMUM])
-    run_order = order[:EXACT_MINIMUM] + [i for i in range(len(cases)) if i not in always]
+    users = list(range(len(cases) - given, len(cases))) if given else []
+    leading = users + [i for i in order[:EXACT_MINIMUM] if i not in users]
+    always = set(leading)
+    run_order = leading + [i for i in range(len(cases)) if i not in always]
     calls = [(shipped(impl), cases[i], max_runs, None if i in always else deadline) for i in run_order]
     done_certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
     meter.close()
@@ -165,7 +175,10 @@ def check_exact(
     if found is not None or bad:
         if found is not None:
             found = without_no_ops(impl, found, max_runs)
-        cert = certify_implementation(impl, found, max_runs) if found is not None else bad[0]
+        if found is not None:
+            cert = certify_implementation(impl, found, max_runs)
+        else:
+            cert = min(bad, key=lambda c: cost(c.case))  # the smallest failing case
         where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"
         line = (
             f"not lossless (exact): deviation {cert.deviation:.3g} > tolerance {cert.tolerance:g} at sequence "

@@ -96,6 +96,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
             search_seed(profile),
             progress=progress,
             budget=profile.impl_exact_budget,
+            given=len(extra),
         )
         compared = [
             c["case_name"] for c in outcome.data.get("cases", []) if c["verdict"] in ("lossless", "not lossless")

@@ -275,9 +275,9 @@ def control_check(control) -> Check:
 
 
 def worked_cases() -> list[dict]:
-    """docs/spec.md §6's worked tau per policy (``src/rheo/examples/worked.json``) as case
+    """docs/spec.md §6's worked tau per policy (``src/rheo/checks/gate/worked.json``) as case
     dicts, each with its ``expected`` tau. Their defaults are left unset on purpose."""
-    shipped = json.loads(resources.files("rheo").joinpath("examples/worked.json").read_text(encoding="utf-8"))
+    shipped = json.loads(resources.files("rheo.checks.gate").joinpath("worked.json").read_text(encoding="utf-8"))
     tables = shipped["tables"]
     return [
         {"name": e["name"], **tables, "draft": {"*": e["draft"]}, **e["config"], "expected": {"tau": e["tau"]}}

@@ -51,12 +51,15 @@ def generation_logits_fns(inst: Instance, n_tokens: int):
     """(draft_logits, target_logits): paths from the generation's start -> [len(paths), V]
     float64 logits (untruncated, untempered, unfiltered; -inf = probability 0)."""
 
-    def fn(table: Table):
+    def fn(table: Table, raw: bool = False):
         def logits(paths):
-            return np.stack([logits_of(covered_law(table, tuple(int(t) for t in p), n_tokens)) for p in paths])
+            rows = [covered_law(table, tuple(int(t) for t in p), n_tokens) for p in paths]
+            return np.stack([np.array(r, dtype=np.float64) if raw else logits_of(r) for r in rows])
 
         return logits
 
+    if inst.target_logits is not None:  # the case's raw logits (docs/spec.md §9), as for cycles
+        return fn(inst.draft), fn(inst.target_logits, raw=True)
     return fn(inst.draft), fn(inst.target)
 
 

@@ -92,6 +92,20 @@ since the root (the anchor's one-hot before the root). How each generator's draf
   saw); ``UniversalSpeculativeDecodingPermuted`` uses ``WordTokenizer`` (made in memory,
   ``get_vocab()`` in a permutation fixed by a seed), so its verdict is the same everywhere.
 
+Sampling parameters (docs/spec.md §9; docs/transformers.md, "Sampling parameters"):
+``AssistedCandidateGenerator``, ``EarlyExitCandidateGenerator`` and
+``PromptLookupCandidateGenerator`` declare ``sampling_parameters`` (repetition_penalty,
+no_repeat_ngram_size, bad_words, min_tokens, sequence_bias; their whole-generation classes
+all but min_tokens) and pass them to ``generate`` as its own arguments
+(``sampling_kwargs``: ``repetition_penalty``, ``no_repeat_ngram_size``, ``bad_words_ids``,
+``sequence_bias``, ``min_new_tokens`` = max(0, min_tokens - len(generated)) with
+``eos_token_id``), so that transformers' processors act on the target's logits at every
+verified position (``_assisted_decoding``) and on the assistant's. The prompt is then the
+case's history, anchor + prompt + generated, the root of the tables' paths (prompt lookup
+drafts from it instead of the greedy path). ``supports`` refuses the variants transformers
+does not implement (``sampling_refusal``); the prefill-first and different-tokenizer
+adapters declare none (a prefill emits the anchor into the history).
+
 Randomness is transformers' own (torch's global generator: ``torch.multinomial``,
 ``torch.rand_like``), ``follows_uniforms = False``. ``sampler_law`` is built from
 transformers' own logits processors as ``generate`` configures them (temperature, top-k with
@@ -104,6 +118,7 @@ transformers' own logits processors as ``generate`` configures them (temperature
 from __future__ import annotations
 
 from rheo.integrations.transformers_assisted.generators import (
+    GENERATE_PARAMETERS,
     PROCESSORS,
     AssistedCandidateGenerator,
     AssistedCandidateGeneratorDifferentTokenizers,
@@ -120,9 +135,13 @@ from rheo.integrations.transformers_assisted.generators import (
     UniversalSpeculativeDecodingPermuted,
     WordTokenizer,
     chain_length,
+    context_of,
     generation_kwargs,
     is_chain,
     one_thread,
+    parameters_set,
+    sampling_kwargs,
+    sampling_refusal,
     usd_words,
     vocab_permutation,
 )
@@ -165,6 +184,7 @@ __all__ = [
     "FLOOR",
     "Gemma4AssistantTableForCausalLM",
     "Gemma4TableForCausalLM",
+    "GENERATE_PARAMETERS",
     "GenerateCycle",
     "Logits",
     "MTPCandidateGenerator",
@@ -193,10 +213,14 @@ __all__ = [
     "UniversalSpeculativeDecodingPermuted",
     "WordTokenizer",
     "chain_length",
+    "context_of",
     "generation_kwargs",
     "identity_ids",
     "is_chain",
     "one_thread",
+    "parameters_set",
+    "sampling_kwargs",
+    "sampling_refusal",
     "usd_words",
     "vocab_permutation",
 ]

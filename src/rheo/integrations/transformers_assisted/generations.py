@@ -33,6 +33,7 @@ import contextlib
 
 from rheo.integrations.transformers_assisted.generators import (
     CODE_LIMIT,
+    GENERATE_PARAMETERS,
     AssistedCandidateGenerator,
     Built,
     DFlashTokenCandidateGenerator,
@@ -42,6 +43,7 @@ from rheo.integrations.transformers_assisted.generators import (
     PromptLookupCandidateGenerator,
     SinglePositionMultiTokenCandidateGenerator,
     chain_length,
+    context_of,
     is_chain,
 )
 from rheo.integrations.transformers_assisted.models import Logits, State, Tables
@@ -61,10 +63,11 @@ class WholeGeneration(GenerateCycle):
     def supports(self, config: dict) -> bool:
         """Chains (K = 1, policy "rheo", m = 0) whose codes stay exact in float64 over the
         whole generation (the drafts of its last cycle included)."""
-        if not is_chain(config):
+        if not is_chain(config) or not self.sampling_supported(config):
             return False
         V, L, n = config["vocab_size"], chain_length(config), int(config.get("n_tokens", config["depth"] + 1))
-        return bool((V + 2) ** (self.root_length(L) + n + self.draft_reach(L, n) + 1) < CODE_LIMIT)
+        root = self.root_length(L) + len(context_of(config))
+        return bool((V + 2) ** (root + n + self.draft_reach(L, n) + 1) < CODE_LIMIT)
 
     def draft_reach(self, L: int, n: int) -> int:
         """The most draft tokens one cycle can hold (L; more under a growing schedule)."""
@@ -76,8 +79,15 @@ class WholeGeneration(GenerateCycle):
         return self.run_generate(draft_logits, target_logits, config, temperature, int(config["n_tokens"]))
 
 
+# min_tokens is not: its eos_token_id also stops generate at the first end of sequence after
+# the minimum, so a generation would not hold n_tokens tokens
+GENERATION_PARAMETERS = GENERATE_PARAMETERS - {"min_tokens"}
+
+
 class AssistedGeneration(WholeGeneration, AssistedCandidateGenerator):
     """``generate(assistant_model=...)`` over a whole generation, schedule "constant"."""
+
+    sampling_parameters = GENERATION_PARAMETERS
 
 
 class AssistedGenerationHeuristic(AssistedGeneration):
@@ -108,10 +118,14 @@ class AssistedGenerationHeuristic(AssistedGeneration):
 class EarlyExitGeneration(WholeGeneration, EarlyExitCandidateGenerator):
     """``generate(assistant_early_exit=1)`` over a whole generation."""
 
+    sampling_parameters = GENERATION_PARAMETERS
+
 
 class PromptLookupGeneration(WholeGeneration, PromptLookupCandidateGenerator):
     """``generate(prompt_lookup_num_tokens=L)`` over a whole generation (its n-grams are
     searched in the prompt and in what the generation emitted so far)."""
+
+    sampling_parameters = GENERATION_PARAMETERS
 
 
 class MTPGeneration(WholeGeneration, MTPCandidateGenerator):
@@ -127,7 +141,8 @@ class MTPGeneration(WholeGeneration, MTPCandidateGenerator):
     def root_length(self, L: int) -> int:
         return self.prompt_tokens + 1
 
-    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        assert context is None  # supports: no sampling parameters
         anchor = tables.V
         tables.root = (anchor,) * (self.prompt_tokens + 1)  # the prompt, then the anchor its prefill emits
         return (anchor,) * self.prompt_tokens

@@ -38,6 +38,7 @@ from rheo.integrations.transformers_assisted.models import (
     TableLM,
     Tables,
 )
+from rheo.reference.sampling import PARAMETERS
 
 
 class StopAfter(StoppingCriteria):
@@ -77,6 +78,103 @@ def chain_length(config: dict) -> int:
     return int(min(config["depth"], config["budget"]))
 
 
+# the sampling parameters (docs/spec.md §9) ``generate`` takes from its own arguments (``sampling_kwargs``)
+GENERATE_PARAMETERS = frozenset(
+    {"repetition_penalty", "no_repeat_ngram_size", "bad_words", "min_tokens", "sequence_bias"}
+)
+
+
+def parameters_set(config: dict) -> list[str]:
+    """The sampling parameters (docs/spec.md §9) the config sets (absent or None = off)."""
+    return [name for name in PARAMETERS if config.get(name) is not None]
+
+
+def context_of(config: dict) -> tuple[int, ...]:
+    """prompt + generated: the tokens before the cycle's first position (before the
+    generation's first token for whole generations), () when the case has no sampling
+    parameters (the config then has neither key)."""
+    return tuple(int(t) for t in config.get("prompt") or ()) + tuple(int(t) for t in config.get("generated") or ())
+
+
+def sampling_refusal(config: dict, accepted) -> str | None:
+    """Why ``generate`` cannot apply the config's sampling parameters as docs/spec.md §9
+    defines them (None when it can, or when none is set). ``accepted``: the parameters the
+    adapter passes on.
+
+    - a parameter outside ``accepted`` (frequency_penalty, presence_penalty, logit_bias and
+      allowed_token_ids have no ``generate`` argument of that meaning; the adapters whose
+      root is not prompt + generated take none);
+    - ``bad_words_scope`` other than "prompt_and_generated" (``NoBadWordsLogitsProcessor``
+      matches against ``input_ids``, the whole history);
+    - ``repetition_penalty_form`` other than "sign" (``RepetitionPenaltyLogitsProcessor``:
+      ``score < 0 ? score * r : score / r``);
+    - a one-token bad word that is an end-of-sequence id, with min_tokens (transformers drops
+      such a word from ``bad_words_ids`` when ``eos_token_id`` is set: it would ban end of
+      sequence only while min_new_tokens holds, docs/spec.md bans it always).
+
+    >>> sampling_refusal({"repetition_penalty": 2.0, "repetition_penalty_form": "divide"}, GENERATE_PARAMETERS)
+    'repetition_penalty_form "divide": transformers implements "sign" only'
+    """
+    names = parameters_set(config)
+    other = [name for name in names if name not in accepted]
+    if other:
+        return f"{', '.join(other)}: not passed to generate by this adapter"
+    if "bad_words" in names and config.get("bad_words_scope", "prompt_and_generated") != "prompt_and_generated":
+        return f'bad_words_scope "{config["bad_words_scope"]}": transformers matches bad words against input_ids'
+    if "repetition_penalty" in names and config.get("repetition_penalty_form", "sign") != "sign":
+        return f'repetition_penalty_form "{config["repetition_penalty_form"]}": transformers implements "sign" only'
+    if "bad_words" in names and "min_tokens" in names:
+        eos = set(_eos_ids(config))
+        if any(len(word) == 1 and int(word[0]) in eos for word in config["bad_words"]):
+            return "a one-token bad word that is an eos_token_id: transformers drops it from bad_words_ids"
+    return None
+
+
+def _eos_ids(config: dict) -> list[int]:
+    eos = config.get("eos_token_id")
+    if eos is None:
+        return []
+    return [int(eos)] if isinstance(eos, (int, np.integer)) else [int(e) for e in eos]
+
+
+def sampling_kwargs(config: dict, new: int | None = None) -> dict[str, Any]:
+    """The config's sampling parameters (docs/spec.md §9) as ``generate`` arguments, for
+    ``input_ids`` = [anchor] + prompt + generated: ``repetition_penalty``,
+    ``no_repeat_ngram_size``, ``bad_words_ids``, ``sequence_bias`` ({tuple: float}), and
+    min_tokens as ``min_new_tokens`` = max(0, min_tokens - len(generated)) (the request's
+    own tokens before the cycle count) with ``eos_token_id``. ``new``: the most new tokens
+    the call emits; min_new_tokens is capped at it (what it masks inside the call is the
+    same, and ``generate`` warns about a minimum beyond its maximum length).
+
+    >>> sampling_kwargs({"min_tokens": 3, "eos_token_id": [1], "generated": [0], "prompt": [2]}, 5)
+    {'eos_token_id': [1], 'min_new_tokens': 2}
+    """
+    out: dict[str, Any] = {}
+    if config.get("repetition_penalty") is not None:
+        out["repetition_penalty"] = float(config["repetition_penalty"])
+    if config.get("no_repeat_ngram_size") is not None:
+        out["no_repeat_ngram_size"] = int(config["no_repeat_ngram_size"])
+    if config.get("bad_words"):
+        out["bad_words_ids"] = [[int(t) for t in word] for word in config["bad_words"]]
+    if config.get("sequence_bias"):
+        out["sequence_bias"] = {_ids(seq): float(b) for seq, b in config["sequence_bias"].items()}
+    if config.get("min_tokens") is not None:
+        out["eos_token_id"] = _eos_ids(config)
+        need = max(0, int(config["min_tokens"]) - len(config.get("generated") or ()))
+        if new is not None:
+            need = min(need, new)
+        if need > 0:
+            out["min_new_tokens"] = need
+    return out
+
+
+def _ids(seq) -> tuple[int, ...]:
+    """A sequence of ids (a tuple, or the case file's "a,b,c")."""
+    if isinstance(seq, str):
+        return tuple(int(t) for t in seq.split(","))
+    return tuple(int(t) for t in seq)
+
+
 def generation_kwargs(config: dict, temperature: float) -> dict[str, Any]:
     """The sampling arguments of ``generate`` for the config: T = 0 is greedy decoding
     (``do_sample=False``); top-k is off with ``top_k=0`` (transformers' default is 50)."""
@@ -95,43 +193,62 @@ def generation_kwargs(config: dict, temperature: float) -> dict[str, Any]:
 class Processors:
     """transformers' logits processors as ``generate`` configures them for a config
     (``_prepare_generation_config``, ``_prepare_special_tokens``, ``_get_logits_processor``),
-    cached per sampling setting."""
+    cached per sampling setting: temperature and the target filters, and the config's
+    sampling parameters (``sampling_kwargs``) for ``input_ids`` = [anchor] + prompt +
+    generated, as the adapters' ``generate`` gets them."""
 
     def __init__(self) -> None:
         self.model: TableLM | None = None
-        self.cache: dict[tuple, Any] = {}
+        self.cache: dict[str, Any] = {}
 
     def get(self, config: dict, temperature: float) -> Any:
-        kwargs = generation_kwargs(config, temperature)
-        key = tuple(sorted(kwargs.items()))
+        kwargs = {**generation_kwargs(config, temperature), **sampling_kwargs(config)}
+        seq_length = 1 + len(context_of(config))  # the anchor, then prompt + generated
+        key = repr((sorted(kwargs.items()), seq_length))
         if key not in self.cache:
             if self.model is None:
                 self.model = TableLM(TableConfig(vocab_size=2), State(1))
             model: Any = self.model  # GenerationMixin's methods, called as generate calls them
             generation_config, _ = model._prepare_generation_config(None, **kwargs)
             model._prepare_special_tokens(generation_config, False, device="cpu", batch_size=1)
+            if generation_config.min_new_tokens is not None:  # as _prepare_generated_length sets it
+                generation_config.min_length = generation_config.min_new_tokens + seq_length
             self.cache[key] = model._get_logits_processor(
                 generation_config=generation_config,
-                input_ids_seq_length=1,
-                encoder_input_ids=torch.zeros(1, 1, dtype=torch.long),
+                input_ids_seq_length=seq_length,
+                encoder_input_ids=torch.zeros(1, seq_length, dtype=torch.long),
                 device="cpu",
                 model_kwargs={},
             )
         return self.cache[key]
 
-    def law(self, logits, config: dict, temperature: float) -> np.ndarray:
+    def law(self, logits, config: dict, temperature: float, history=None) -> np.ndarray:
         """The law ``generate`` samples from when speculation is off: logits [V] -> probs [V]
         (float32 as transformers computes it, returned as float64). T = 0: the argmax's
-        one-hot (``torch.argmax``: the lowest id on ties)."""
+        one-hot (``torch.argmax``: the lowest id on ties). With sampling parameters, the
+        processors read ``input_ids`` = [anchor] + ``history`` (prompt + generated + the
+        path), over the models' V + 1 tokens (the anchor's logit -inf), as in ``generate``."""
         scores = torch.as_tensor(np.asarray(logits, dtype=np.float64), dtype=torch.float32)[None]  # [1, V]
         V = scores.shape[1]
+        if parameters_set(config):
+            input_ids = torch.tensor([[V] + [int(t) for t in (history or ())]], dtype=torch.long)
+            scores = torch.cat([scores, torch.full((1, 1), -np.inf)], dim=1)  # [1, V + 1]
+            with one_thread():
+                scores = self.get(config, temperature)(input_ids, scores)
+            if temperature == 0:
+                return self.greedy(scores[0, :V])
+            return scores.softmax(dim=-1)[0, :V].double().numpy()
         if temperature == 0:
-            out = np.zeros(V)
-            out[int(torch.argmax(scores[0]))] = 1.0
-            return out
+            return self.greedy(scores[0])
         with one_thread():
             probs = self.get(config, temperature)(torch.zeros(1, 1, dtype=torch.long), scores).softmax(dim=-1)
         return probs[0].double().numpy()
+
+    @staticmethod
+    def greedy(scores: torch.Tensor) -> np.ndarray:
+        out = np.zeros(scores.shape[0])
+        out[int(torch.argmax(scores))] = 1.0
+        return out
 
 
 PROCESSORS = Processors()
@@ -159,14 +276,26 @@ class GenerateCycle:
         return 2 if self.prefill_first else 1
 
     def supports(self, config: dict) -> bool:
-        """Chains (K = 1, policy "rheo", m = 0) whose codes stay exact in float64."""
-        if not is_chain(config):
+        """Chains (K = 1, policy "rheo", m = 0) whose codes stay exact in float64, with the
+        sampling parameters ``generate`` applies as docs/spec.md §9 defines them
+        (``sampling_refusal``; none where the class declares no ``sampling_parameters``)."""
+        if not is_chain(config) or not self.sampling_supported(config):
             return False
         V, L = config["vocab_size"], chain_length(config)
-        return bool((V + 2) ** (self.root_length(L) + L + 1) < CODE_LIMIT)
+        return bool((V + 2) ** (self.root_length(L) + len(context_of(config)) + L + 1) < CODE_LIMIT)
 
-    def sampler_law(self, logits, config: dict, temperature: float) -> np.ndarray:
-        return PROCESSORS.law(logits, config, temperature)
+    def sampling_supported(self, config: dict) -> bool:
+        """The config's sampling parameters are ones this adapter passes to ``generate`` (and
+        its prompt + generated empty where it declares none)."""
+        accepted: frozenset[str] = frozenset(getattr(self, "sampling_parameters", ()))
+        if not accepted and context_of(config):
+            return False
+        return sampling_refusal(config, accepted) is None
+
+    def sampler_law(self, logits, config: dict, temperature: float, history=None) -> np.ndarray:
+        """``Processors.law``: transformers' processors on one target row, the sampling
+        parameters reading ``history`` (prompt + generated + the path)."""
+        return PROCESSORS.law(logits, config, temperature, history)
 
     def build(self, V: int, L: int, state: State) -> Built:
         raise NotImplementedError
@@ -174,11 +303,14 @@ class GenerateCycle:
     def reset(self, built: Built) -> None:
         """Undo what an interrupted ``generate`` may have left behind (nothing, by default)."""
 
-    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
-        """The prompt; sets ``tables.root``."""
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """The prompt: the anchor, then ``context`` (prompt + generated; None when the case
+        has no sampling parameters); sets ``tables.root`` (the prompt, and the anchor a
+        prefill emits)."""
         anchor = tables.V
-        tables.root = (anchor, anchor) if self.prefill_first else (anchor,)
-        return (anchor,)
+        context = context or ()
+        tables.root = (anchor,) + context + ((anchor,) if self.prefill_first else ())
+        return (anchor,) + context
 
     def cycle(self, draft_logits: Logits, target_logits: Logits, config: dict, temperature: float) -> list[int]:
         if not self.supports(config):
@@ -198,16 +330,19 @@ class GenerateCycle:
         if built is None:
             built = self.built[(V, L)] = self.build(V, L, State(V))
         tables = Tables(V, draft_logits, target_logits, (), config.get("draft_top_k"))
-        prompt = self.prompt(tables, L)
+        prompt = self.prompt(tables, L, context_of(config) if parameters_set(config) else None)
         built.state.tables = tables
         self.reset(built)
         root = len(tables.root)
+        if parameters_set(config):  # no mask inferred from a pad id (generate sets it to the eos id)
+            kwargs["attention_mask"] = torch.ones(1, len(prompt), dtype=torch.long)
         with one_thread():
             out = built.main.generate(
                 torch.tensor([prompt], dtype=torch.long),
                 max_length=root + new,
                 **kwargs,
                 **generation_kwargs(config, temperature),
+                **sampling_kwargs(config, new),
                 **built.generate_kwargs,
             )
         return [int(t) for t in out[0, root:].tolist()]
@@ -221,7 +356,12 @@ def _assistant_config(model: PreTrainedModel, L: int) -> None:
 
 class AssistedCandidateGenerator(GenerateCycle):
     """``generate(assistant_model=...)``: a separate assistant model drafts a chain
-    (transformers' ``AssistedCandidateGenerator``), ``_speculative_sampling`` verifies it."""
+    (transformers' ``AssistedCandidateGenerator``), ``_speculative_sampling`` verifies it.
+    Sampling parameters: ``generate``'s own (``sampling_kwargs``); transformers hands the
+    main model's processors to the assistant too, so its drafts are drawn from the processed
+    draft table (and reported so)."""
+
+    sampling_parameters = GENERATE_PARAMETERS
 
     def build(self, V: int, L: int, state: State) -> Built:
         main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("target",)), state)
@@ -232,7 +372,10 @@ class AssistedCandidateGenerator(GenerateCycle):
 
 class EarlyExitCandidateGenerator(GenerateCycle):
     """``generate(assistant_early_exit=1)``: the model's first layer (the draft table) is
-    the assistant, its two layers (the target table) the target."""
+    the assistant, its two layers (the target table) the target. Sampling parameters as
+    ``AssistedCandidateGenerator``."""
+
+    sampling_parameters = GENERATE_PARAMETERS
 
     def build(self, V: int, L: int, state: State) -> Built:
         main = TableLM(TableConfig(vocab_size=V + 1, layer_tables=("draft", "target")), state)
@@ -250,12 +393,19 @@ class EarlyExitCandidateGenerator(GenerateCycle):
 class PromptLookupCandidateGenerator(GenerateCycle):
     """``generate(prompt_lookup_num_tokens=L)``: drafts from the prompt's n-grams and
     ignores the draft table; the prompt [anchor, c_1..c_L, anchor] holds the draft table's
-    greedy path c as the continuation of its 1-gram."""
+    greedy path c as the continuation of its 1-gram. With sampling parameters the prompt is
+    the case's history (anchor + prompt + generated, which the parameters read), and prompt
+    lookup drafts whatever n-gram continuation it finds there (none: the cycle samples one
+    token)."""
+
+    sampling_parameters = GENERATE_PARAMETERS
 
     def root_length(self, L: int) -> int:
         return L + 2
 
-    def prompt(self, tables: Tables, L: int) -> tuple[int, ...]:
+    def prompt(self, tables: Tables, L: int, context: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        if context is not None:
+            return super().prompt(tables, L, context)
         anchor = tables.V
         tables.root = (anchor,) + tables.greedy_path(L) + (anchor,)
         return tables.root

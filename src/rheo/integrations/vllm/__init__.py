@@ -26,8 +26,15 @@ L = min(depth, budget) draft tokens; ``follows_uniforms = False``, every draw is
   seeded by ``torch.randint``); every other adapter uses ``forward_native`` (the
   exponential race ``probs / q``, ``q.exponential_()``).
 - Lossy controls: ``VllmSynthetic`` (vLLM's ``rejection_sample_method="synthetic"``:
-  accepts at fixed rates) and ``VllmArgmaxDraft`` (greedy drafts verified as if drawn
-  from the full draft softmax).
+  accepts at fixed rates), ``VllmArgmaxDraft`` (greedy drafts verified as if drawn
+  from the full draft softmax) and ``VllmStaleHistory`` (the step's draft tokens kept from
+  vLLM's ``spec_token_ids``: penalties and bad words see the history of the cycle's start).
+
+Sampling parameters (docs/spec.md section 9): the adapters above but ``VllmCpuBonus`` and
+the first two controls declare ``sampling_parameters`` (repetition, frequency and presence
+penalties, bad_words, allowed_token_ids, min_tokens); the request's ``SamplingParams``
+carry them and vLLM's own rejection sampler and bonus sampler apply them to the raw target
+logits (docs/vllm.md, "Sampling parameters").
 
 ``VllmBatched`` is the batched protocol's ``verify_batch`` (the fastpath's chain trees
 verified by one ``RejectionSampler.forward`` per batch). ``sampler_law`` is vLLM's own
@@ -64,6 +71,7 @@ from rheo.integrations.vllm.adapters import (
     VllmNoDraftProbs,
     VllmProposerSampler,
     VllmSeeded,
+    VllmStaleHistory,
     VllmSynthetic,
 )
 from rheo.integrations.vllm.batch import Request, sampler_law, sampling_metadata, sampling_params, spec_metadata
@@ -82,6 +90,7 @@ __all__ = [
     "VllmNoDraftProbs",
     "VllmProposerSampler",
     "VllmSeeded",
+    "VllmStaleHistory",
     "VllmSynthetic",
     "load_vllm",
     "sampler_law",

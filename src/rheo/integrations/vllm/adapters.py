@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 
-from rheo.integrations.vllm.batch import Request, request, sampler_law, sampling_metadata, spec_metadata
+from rheo.integrations.vllm.batch import (
+    SAMPLING_PARAMETERS,
+    Request,
+    request,
+    sampler_law,
+    sampling_metadata,
+    sampling_params,
+    spec_metadata,
+)
 from rheo.integrations.vllm.loader import load_vllm
 
 
@@ -23,6 +32,33 @@ def chain_length(config: dict) -> int:
 
 def _vllm() -> Any:
     return load_vllm()
+
+
+# docs/spec.md section 9 parameters vLLM has no request field for, or refuses under speculation
+# (``SamplingParams._validate_spec_decode`` refuses logit_bias)
+NOT_IN_VLLM = ("logit_bias", "sequence_bias", "no_repeat_ngram_size")
+
+
+def vllm_has_the_sampling(config: dict) -> bool:
+    """The sampling parameters of ``config`` are ones vLLM implements, in vLLM's variant:
+    bad words matched against the output tokens only (``bad_words_scope`` "generated": the
+    sampler passes ``output_token_ids`` to ``apply_bad_words``), the repetition penalty's
+    sign form (``apply_repetition_penalties_torch``: ``l > 0 ? l / r : l * r``), no
+    logit_bias, sequence_bias or no_repeat_ngram_size; and vLLM's ``SamplingParams``
+    accepts the values (e.g. |frequency_penalty| <= 2)."""
+    if any(config.get(k) is not None for k in NOT_IN_VLLM):
+        return False
+    if config.get("bad_words") and config.get("bad_words_scope", "prompt_and_generated") != "generated":
+        return False
+    if config.get("repetition_penalty") is not None and config.get("repetition_penalty_form", "sign") != "sign":
+        return False
+    if not any(config.get(k) is not None for k in SAMPLING_PARAMETERS):
+        return True
+    try:
+        sampling_params(config, 1.0)
+    except (_vllm().VLLMValidationError, ValueError):
+        return False
+    return True
 
 
 def draft_law(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
@@ -57,13 +93,14 @@ class VllmCycle:
 
     # -- what is supported ------------------------------------------------------------
     def supports(self, config: dict) -> bool:
-        """Chains; min_p refused (vLLM does not apply min_p to speculative requests)."""
+        """Chains; min_p refused (vLLM does not apply min_p to speculative requests); the
+        sampling parameters vLLM implements, in its variants (``vllm_has_the_sampling``)."""
         if not is_chain(config) or chain_length(config) < 1:
             return False
-        return not config.get("target_min_p")
+        return not config.get("target_min_p") and vllm_has_the_sampling(config)
 
-    def sampler_law(self, logits, config: dict, temperature: float) -> np.ndarray:
-        return sampler_law(logits, config, temperature)
+    def sampler_law(self, logits, config: dict, temperature: float, history: list[int] | None = None) -> np.ndarray:
+        return sampler_law(logits, config, temperature, history)
 
     # -- the pieces ---------------------------------------------------------------------
     def spec_config(self, L: int) -> Any:
@@ -93,6 +130,10 @@ class VllmCycle:
             out.append(request(config, temperature, seed))
         return out
 
+    def metadata(self, reqs: list[Request], V: int, spec: list[list[int]]) -> Any:
+        """The batch's ``SamplingMetadata`` (``spec``: its ``spec_token_ids``, filled after drafting)."""
+        return sampling_metadata(reqs, V, spec)
+
     def draft(
         self, logits: torch.Tensor, config: dict, temperature: float, md: Any, greedy: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -109,7 +150,8 @@ class VllmCycle:
             raise NotImplementedError(f"{type(self).__name__} runs chains (K = 1, policy rheo, m = 0, no min_p) only")
         V, L = int(config["vocab_size"]), chain_length(config)
         reqs = self.requests(config, temperature, rows)
-        md = sampling_metadata(reqs, V)
+        spec: list[list[int]] = [[] for _ in reqs]  # the persistent batch's spec_token_ids, filled below
+        md = self.metadata(reqs, V, spec)
         greedy = [r.params.temperature == 0 or r.params.sampling_type == self.vllm.SamplingType.GREEDY for r in reqs]
         paths: list[tuple[int, ...]] = [()] * len(reqs)
         probs: list[list[torch.Tensor]] = [[] for _ in reqs]
@@ -123,6 +165,8 @@ class VllmCycle:
                     probs[i].append(q)
             paths = [p + (int(t),) for p, t in zip(paths, tokens.tolist())]
         drafts = [list(p) for p in paths]
+        for s, d in zip(spec, drafts):  # as InputBatch.update_req_spec_token_ids before the forward
+            s.extend(d)
         rows_t = []
         for p in paths:
             rows_t.append(np.asarray(target_logits([p[:j] for j in range(L + 1)]), dtype=np.float64))
@@ -157,11 +201,19 @@ class _Rows:
         return self._run(draft_logits, target_logits, config, temperature, int(rows))  # type: ignore[attr-defined]
 
 
-class VllmDraftProbs(_Rows, VllmCycle):
+class _Sampling:
+    """Declares the sampling parameters vLLM applies itself (docs/vllm.md, "Sampling
+    parameters"): the request's ``SamplingParams`` carry them and vLLM's rejection sampler
+    and bonus sampler process the raw target logits."""
+
+    sampling_parameters = SAMPLING_PARAMETERS
+
+
+class VllmDraftProbs(_Sampling, _Rows, VllmCycle):
     """Draft tokens from the draft law (``torch.multinomial``), the law as ``draft_probs``."""
 
 
-class VllmNoDraftProbs(_Rows, VllmCycle):
+class VllmNoDraftProbs(_Sampling, _Rows, VllmCycle):
     """``draft_probs=None``: vLLM treats each draft token as drawn with probability 1
     (its ngram path); the tokens come from the draft law, independently of the verifier."""
 
@@ -174,20 +226,20 @@ class VllmCpuBonus(_Rows, VllmCycle):
     bonus = "cpu"
 
 
-class VllmMixedBatch(_Rows, VllmCycle):
+class VllmMixedBatch(_Sampling, _Rows, VllmCycle):
     """A greedy companion (T = 0, same tables) then the request under test, one forward call."""
 
     companion = True
 
 
-class VllmSeeded(VllmCycle):
+class VllmSeeded(_Sampling, VllmCycle):
     """A per-request seed, fresh each cycle (1, 2, 3, ...: vLLM makes a ``torch.Generator`` of it
     for the request's draws)."""
 
     seeded = True
 
 
-class VllmProposerSampler(_Rows, VllmCycle):
+class VllmProposerSampler(_Sampling, _Rows, VllmCycle):
     """Drafts with vLLM's ``compute_probs_and_sample_next_token`` (temperature only: vLLM's
     drafter ignores top-k/top-p and the config's draft_top_k)."""
 
@@ -213,6 +265,15 @@ class VllmArgmaxDraft(_Rows, VllmCycle):
     def draft(self, logits, config, temperature, md, greedy):
         q = draft_law(logits, temperature, config.get("draft_top_k"))
         return q.argmax(dim=-1), q
+
+
+class VllmStaleHistory(_Sampling, _Rows, VllmCycle):
+    """Lossy control for the sampling parameters: ``SamplingMetadata.spec_token_ids`` left
+    None, so vLLM sees only the tokens generated before the step (the penalty and bad-word
+    state of the cycle's start) at every position, the bonus token's included."""
+
+    def metadata(self, reqs: list[Request], V: int, spec: list[list[int]]) -> Any:
+        return replace(sampling_metadata(reqs, V, spec), spec_token_ids=None)
 
 
 class VllmBatched:

@@ -76,6 +76,7 @@ def _load() -> Any:
                 setattr(triton_utils, k, v)
             importing.HAS_TRITON = saved_has
     proposer = importlib.import_module("vllm.v1.spec_decode.llm_base_proposer")
+    builtin = importlib.import_module("vllm.v1.sample.logits_processor.builtin")
     _VLLM = SimpleNamespace(
         version=importlib.import_module("vllm").__version__,
         SamplingParams=importlib.import_module("vllm.sampling_params").SamplingParams,
@@ -83,6 +84,9 @@ def _load() -> Any:
         SamplingMetadata=importlib.import_module("vllm.v1.sample.metadata").SamplingMetadata,
         SpecDecodeMetadata=importlib.import_module("vllm.v1.spec_decode.metadata").SpecDecodeMetadata,
         LogitsProcessors=importlib.import_module("vllm.v1.sample.logits_processor").LogitsProcessors,
+        MinTokensLogitsProcessor=builtin.MinTokensLogitsProcessor,
+        BatchUpdateBuilder=importlib.import_module("vllm.v1.sample.logits_processor.state").BatchUpdateBuilder,
+        VLLMValidationError=importlib.import_module("vllm.exceptions").VLLMValidationError,
         Sampler=sampler_mod.Sampler,
         RejectionSampler=rs.RejectionSampler,
         rejection_sampler=rs,
