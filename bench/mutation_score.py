@@ -5,7 +5,7 @@
 Every mutant is put in one class:
 
 - ``message``: the mutant changes only a string literal (mutmut's "XX..XX", lower- and
-  upper-case mutations of a plain string) whose text is a message: it holds a space or
+  upper-case mutations of a plain string, or the string replaced by None) whose text is a message: it holds a space or
   other non-identifier text ("must be >= 0, got ", "ranking tokens"). Messages do not
   count (issue 24). A string that reads as an identifier ("slot", "rheo", "epsilon")
   can be logic (a mode, a key, a field name) and counts like any other mutant;
@@ -52,7 +52,8 @@ def _string_body(token: str) -> str:
 
 
 def message_only(diff: str) -> bool:
-    """True when the mutant changes one line, and only string literals in it, each a message."""
+    """True when the mutant changes one line, and only string literals in it (to another
+    string or to None), each a message."""
     removed = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     added = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     if len(removed) != 1 or len(added) != 1:
@@ -63,8 +64,8 @@ def message_only(diff: str) -> bool:
     changed = [(a, b) for a, b in zip(old, new) if a != b]
     if not changed:
         return False
-    for (ta, sa), (tb, _) in changed:
-        if ta != tokenize.STRING or tb != tokenize.STRING:
+    for (ta, sa), (tb, sb) in changed:
+        if ta != tokenize.STRING or not (tb == tokenize.STRING or (tb, sb) == (tokenize.NAME, "None")):
             return False
         if IDENTIFIER.fullmatch(_string_body(sa)):
             return False  # an identifier-like string may be logic: it counts
