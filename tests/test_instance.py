@@ -126,6 +126,23 @@ def test_reading_a_table_reads_the_deadline_per_entry():
         **dict(policy="rheo", K=3, m=1, depth=1, budget=3),
     )
     assert Counting.checks == 8
+    Counting.checks = 0  # float64: each entry read, then converted
+    make_instance(
+        4,
+        [F(1, 4)] * 4,
+        ["2/5", "1/5", "3/10", "1/10"],
+        deadline=Counting(None),
+        **dict(policy="rheo", K=3, m=1, depth=1, budget=3, arithmetic="float64"),
+    )
+    assert Counting.checks == 16
+
+
+def test_make_instance_names_callable_tables_and_bad_prefix_keys():
+    t = make_instance(3, lambda prefix: (F(1, 3),) * 3, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2)
+    assert t.target.name == "target" and t.target((1,)) == (F(1, 3),) * 3
+    with pytest.raises(CaseError) as err:
+        make_instance(3, {"0,x": ["1/3"] * 3}, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2)
+    assert err.value.field == "target"
 
 
 def test_make_instance_reads_float64_tables_as_floats_and_refuses_two_configurations():
