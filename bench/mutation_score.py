@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
-import shutil
-import subprocess
 import sys
 import tokenize
 from collections import Counter
@@ -89,13 +86,6 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--equivalent", type=Path)
     ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
-    ap.add_argument(
-        "--recheck",
-        nargs="+",
-        metavar="TEST",
-        help="run these test files (from the repository, copied into mutants/tests) against each survivor, "
-        "switched on by mutmut's MUTANT_UNDER_TEST, and say which test kills it: tests added after the run",
-    )
     args = ap.parse_args(argv)
     equivalent = read_equivalent(args.equivalent)
     classes: Counter[str] = Counter()
@@ -137,24 +127,7 @@ def main(argv: list[str]) -> int:
         print(f"\n# {name}: {status}")
         if args.survivors:
             print(diff)
-        if args.recheck:
-            print(f"    recheck: {recheck(name, args.recheck)}")
     return 0
-
-
-def recheck(name: str, tests: list[str]) -> str:
-    """Run ``tests`` with the mutant ``name`` switched on (mutmut's trampolines read
-    MUTANT_UNDER_TEST) in mutants/: the first failing test, or "survives"."""
-    root = Path(__file__).resolve().parent.parent
-    for test in tests:
-        shutil.copy2(root / test, Path("mutants") / test)
-    env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONPATH": str(Path("mutants/src").resolve())}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *tests]
-    out = subprocess.run(cmd, cwd="mutants", env=env, capture_output=True, text=True)
-    if out.returncode == 0:
-        return "survives"
-    failed = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", out.stdout, re.M)
-    return f"killed by {failed.group(1)}" if failed else f"killed (pytest exit {out.returncode})"
 
 
 if __name__ == "__main__":
