@@ -94,3 +94,16 @@ def test_counting_joint_draws_can_be_capped_without_touching_the_law():
     full = certify(inst(), count_seconds=60)
     assert capped.cycle.joint_draws is None and full.cycle.joint_draws == 3**13
     assert capped.cycle.law == full.cycle.law and capped.lossless
+
+
+def test_cycle_law_summaries_on_a_hand_written_law():
+    """CycleLaw's totals (docs/spec.md §5): root acceptance is Pr(|O| >= 2), tau is E|O|."""
+    from fractions import Fraction as F
+
+    from rheo.reference.cycle import CycleLaw
+
+    law = CycleLaw({(0,): F(1, 4), (1, 2): F(1, 2), (1, 0, 2): F(1, 4)}, joint_draws=None, classes=1)
+    assert law.total() == 1
+    assert law.root_acceptance() == F(3, 4)
+    assert law.tau() == F(1, 4) + 2 * F(1, 2) + 3 * F(1, 4)
+    assert law.first_token_law(3) == [F(1, 4), F(3, 4), 0]

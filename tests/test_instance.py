@@ -91,3 +91,81 @@ def test_bad_configuration_names_the_field(kw, field):
     with pytest.raises(CaseError) as err:
         inst(["1/2", "1/2"], **kw)
     assert err.value.field == field
+
+
+def test_rank_bound_is_q_of_the_first_residual_token():
+    """Lemma 1's bound q(x_{m+1}) (docs/spec.md §2), and None where nothing is left after the leads."""
+    assert inst(["2/5", "1/5", "3/10", "1/10"]).rank_bound(()) == F(3, 10)
+    assert inst(["2/5", "1/5", "3/10", "1/10"], m=2).rank_bound(()) == F(1, 5)
+    assert inst(["1/2", "1/2", "0", "0"], K=4, m=2).rank_bound(()) is None
+
+
+def test_a_bad_table_entry_names_its_index_and_the_table_keeps_its_name():
+    with pytest.raises(CaseError) as err:
+        inst(["2/5", "1/5", "oops", "1/10"])
+    assert err.value.field == "draft[2]"
+    assert inst(["2/5", "1/5", "3/10", "1/10"]).draft.name == "draft"
+
+
+def test_reading_a_table_reads_the_deadline_per_entry():
+    """Each table entry is paced (``rheo exact`` bounds reading a huge table): one check
+    per entry read, per table, in exact mode."""
+    from rheo.reference.deadline import Deadline
+
+    class Counting(Deadline):
+        checks = 0
+
+        def check(self, count=None, what="", share=None):
+            Counting.checks += 1
+
+    make_instance(
+        4,
+        [F(1, 4)] * 4,
+        ["2/5", "1/5", "3/10", "1/10"],
+        deadline=Counting(None),
+        **dict(policy="rheo", K=3, m=1, depth=1, budget=3),
+    )
+    assert Counting.checks == 8
+    Counting.checks = 0  # float64: each entry read, then converted
+    make_instance(
+        4,
+        [F(1, 4)] * 4,
+        ["2/5", "1/5", "3/10", "1/10"],
+        deadline=Counting(None),
+        **dict(policy="rheo", K=3, m=1, depth=1, budget=3, arithmetic="float64"),
+    )
+    assert Counting.checks == 16
+
+
+def test_make_instance_names_callable_tables_and_bad_prefix_keys():
+    t = make_instance(3, lambda prefix: (F(1, 3),) * 3, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2)
+    assert t.target.name == "target" and t.target((1,)) == (F(1, 3),) * 3
+    with pytest.raises(CaseError) as err:
+        make_instance(3, {"0,x": ["1/3"] * 3}, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2)
+    assert err.value.field == "target"
+
+
+def test_make_instance_reads_float64_tables_as_floats_and_refuses_two_configurations():
+    f64 = inst(["2/5", "1/5", "3/10", "1/10"], arithmetic="float64")
+    assert f64.draft(()) == (0.4, 0.2, 0.3, 0.1) and all(type(x) is float for x in f64.draft(()))
+    params = inst(["2/5", "1/5", "3/10", "1/10"]).config
+    with pytest.raises(CaseError) as err:
+        make_instance(4, ["1/4"] * 4, ["1/4"] * 4, params, K=2)
+    assert err.value.field == "K" and "either as params or as keywords" in err.value.message
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "float64"])
+def test_make_instance_reads_tables_by_prefix_with_a_default(arithmetic):
+    """The Python API's tables (``make_instance``): tuple and "0,1" keys, a "*" default; a bad
+    entry names its table, prefix and index, in either arithmetic."""
+    num = F if arithmetic == "exact" else lambda a, b=1: a / b
+    target = {"*": ["1/3", "1/3", "1/3"], (0,): ["1/2", "1/2", "0"], "1,2": ["0", "1/4", "3/4"]}
+    t = make_instance(3, target, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=2, budget=3, arithmetic=arithmetic)
+    assert t.target(()) == (num(1, 3),) * 3 and t.target((2, 2)) == (num(1, 3),) * 3
+    assert t.target((0,)) == (num(1, 2), num(1, 2), num(0))
+    assert t.target((1, 2)) == (num(0), num(1, 4), num(3, 4))
+    assert all(type(x) is (F if arithmetic == "exact" else float) for x in t.target((1, 2)))
+    for bad, field in [({"*": ["1/3", "x", "1/3"]}, 'target["*"][1]'), ({(0,): ["1/2", "1/2", "x"]}, 'target["0"][2]')]:
+        with pytest.raises(CaseError) as err:
+            make_instance(3, bad, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2, arithmetic=arithmetic)
+        assert err.value.field == field

@@ -5,14 +5,18 @@ from fractions import Fraction as F
 
 import pytest
 
+from rheo.reference.deadline import Deadline
 from rheo.reference.numbers import (
     CaseError,
     Temperature,
     apply_filters,
+    fmt_number,
     keep_min_p,
     keep_top_k,
     keep_top_p,
+    normalize,
     parse_exact,
+    positive_part_difference,
     rank_order,
     temper,
 )
@@ -66,3 +70,55 @@ def test_top_p_keeps_shortest_prefix_reaching_p_and_min_p_drops_small():
     assert keep_top_p(p, F(9, 10)) == (F(1, 9), F(5, 9), F(3, 9), 0)  # tie 1/10: lower id first
     assert keep_min_p(p, F(1, 4)) == (0, F(5, 8), F(3, 8), 0)
     assert apply_filters(p, TargetFilters(top_k=3, top_p=F(4, 5))) == (0, F(5, 8), F(3, 8), 0)
+
+
+class CountingDeadline(Deadline):
+    """A deadline that never expires and counts its checks: one per entry of every paced loop."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.checks = 0
+
+    def check(self, count=None, what="joint draws", share=None):
+        self.checks += 1
+
+
+def test_every_loop_over_a_law_reads_the_deadline():
+    """Each loop over the vocabulary is paced (docs/spec.md §0; `rheo exact` stops at its
+    deadline even on a huge vocabulary): the checks are counted per loop, so a loop that
+    drops its deadline is caught, which an already-expired deadline (stopped by the first
+    loop) would not catch. n entries: ``normalize`` reads it n - 1 times for the total and
+    n for the division; ``rank_order`` n; ``keep_top_p`` once between each two ranked
+    tokens it keeps."""
+    vec = (F(2, 5), F(3, 10), F(1, 5), F(1, 10))
+    n = len(vec)
+    cases = [
+        (lambda d: normalize(vec, d), 2 * n - 1),
+        (lambda d: keep_min_p(vec, F(1, 2), d), n + n + 2 * n - 1),
+        (lambda d: keep_top_k(vec, 2, d), n + n + 2 * n - 1),
+        (lambda d: keep_top_p(vec, F(3, 5), d), n + 1 + n + 2 * n - 1),  # keeps 2 ranked tokens
+        (lambda d: temper(vec, Temperature.parse("1/2", exact=True), d), n + 2 * n - 1),
+        (lambda d: temper(vec, Temperature.parse("0", exact=True), d), n - 1),
+        (lambda d: positive_part_difference(vec, tuple(reversed(vec)), d), n),
+    ]
+    for run, checks in cases:
+        deadline = CountingDeadline()
+        plain = run(None)
+        assert run(deadline) == plain
+        assert deadline.checks == checks
+
+
+def test_min_p_on_a_one_token_vocabulary_keeps_the_token():
+    assert keep_min_p((F(1),), F(1, 2)) == (F(1),)
+
+
+def test_case_errors_keep_their_field_message_and_list():
+    first, second = CaseError("a", "is wrong"), CaseError("b", "is missing")
+    assert (first.field, first.message, str(first), first.errors) == ("a", "is wrong", "a: is wrong", [first])
+    both = CaseError("a", "is wrong", [first, second])
+    assert both.errors == [first, second]
+
+
+def test_numbers_for_json():
+    assert fmt_number(F(3), True) == "3" and fmt_number(F(-6, 4), True) == "-3/2" and fmt_number(F(1, 2), True) == "1/2"
+    assert fmt_number(F(1, 4), False) == 0.25 and isinstance(fmt_number(F(1), False), float)

@@ -90,3 +90,29 @@ def test_pruned_tree_is_connected(case):
         assert all(len(p) == 1 or p[:-1] in paths for p in paths)
         assert len(tree.expansions) <= 1 + inst.config.B * (inst.config.depth - 1)
         assert len(tree.pruned) == min(inst.config.budget, len(tree.recorded))
+
+
+class RejectAll:
+    """A chooser that rejects every coin, takes the first token of every draw, and keeps the names."""
+
+    def __init__(self):
+        self.names = []
+
+    def draw(self, name, items):
+        self.names.append(name)
+        return next(t for t, pr in items if pr > 0)
+
+    def coin(self, name, a):
+        self.names.append(name)
+        return False
+
+
+def test_the_point_mass_coins_at_a_node_are_numbered_in_slot_order():
+    """docs/spec.md §7: the j-th deterministic step at depth d reads the coin ("det", d, j);
+    three rejected Top-K children read j = 0, 1, 2, then the correction token ("final", 0)."""
+    inst = make_instance(4, ["1/4"] * 4, ["2/5", "1/5", "3/10", "1/10"], policy="topk", K=3, depth=1, budget=3)
+    tree = build_tree(inst, RejectAll())
+    chooser = RejectAll()
+    out, accepted = walk(inst, tree.labelled, chooser)
+    assert chooser.names == [("det", 0, 0), ("det", 0, 1), ("det", 0, 2), ("final", 0)]
+    assert out == (3,) and accepted == []

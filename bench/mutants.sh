@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Mutation testing of the two engines with mutmut (issue 24; not in CI: it takes hours on 2 cores).
+#
+#   bash bench/mutants.sh                          # reference/ and fastpath/
+#   bash bench/mutants.sh reference/numbers.py     # a subset: files or folders of reference/ and fastpath/
+#   bash bench/mutants.sh reference fastpath/pool.py
+#
+# Needs mutmut==3.8.1 and the test extra (pip install "torch==2.13.0" -e ".[test]" mutmut==3.8.1).
+#
+# mutmut names a module by its file's path and rewrites the files it mutates, while the code
+# imports through setuptools' package-dir mapping (reference/ -> rheo.reference, ...). So this
+# builds a MAPPED TREE, a real copy (bench/mapped_tree.py: src/rheo/reference, src/rheo/fastpath,
+# src/rheo/cases, tests, docs, ...), configures mutmut there ([tool.mutmut] appended to the
+# copy's pyproject.toml), runs it with one worker (--max-children 1, or $MUTMUT_CHILDREN), and
+# prints the mutation score (bench/mutation_score.py): string-literal mutants of message
+# strings are classified after the run and do not count; the equivalent mutants listed in
+# bench/equivalent_mutants.txt (each with its reason) do not count either.
+#
+# The test selection is fast on purpose (the tests that exercise the engines directly);
+# mutmut runs, for each mutant, only the tests of the selection that reach the mutated function.
+# Every pytest run gets -x -q -p no:cacheprovider.
+#
+# Environment: PYTHON (default: python), MUTMUT_CHILDREN (default 1),
+# MUTANTS_WORKDIR (keep the mapped tree and mutmut's results there instead of a temporary
+# folder that is deleted at the end; rerunning with the same folder resumes).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+py="${PYTHON:-python}"
+children="${MUTMUT_CHILDREN:-1}"
+
+reference_tests=(
+  tests/test_worked_numbers.py tests/test_self_check.py tests/test_numbers.py tests/test_instance.py
+  tests/test_certify.py tests/test_sampling.py tests/test_simulator.py tests/test_corpus.py
+)
+fastpath_tests=(
+  tests/test_fastpath_laws.py tests/test_fastpath_models.py tests/test_fastpath_differential.py
+)
+
+# the subset, as globs over the mapped tree
+only=()
+want_reference=0
+want_fastpath=0
+[ "$#" -eq 0 ] && set -- reference fastpath
+for arg in "$@"; do
+  arg="${arg%/}"
+  case "$arg" in
+    reference | reference/*) want_reference=1 ;;
+    fastpath | fastpath/*) want_fastpath=1 ;;
+    *) echo "bench/mutants.sh: $arg is not in reference/ or fastpath/" >&2; exit 2 ;;
+  esac
+  if [ -d "$root/$arg" ]; then only+=("src/rheo/$arg/*"); else only+=("src/rheo/$arg"); fi
+done
+tests=()
+[ "$want_reference" = 1 ] && tests+=("${reference_tests[@]}")
+[ "$want_fastpath" = 1 ] && tests+=("${fastpath_tests[@]}")
+
+if [ -n "${MUTANTS_WORKDIR:-}" ]; then
+  work="$MUTANTS_WORKDIR"
+  mkdir -p "$work"
+else
+  work="$(mktemp -d -t rheo-mutants-XXXXXX)"
+  trap 'rm -rf "$work"' EXIT
+fi
+tree="$work/repo"
+if [ ! -d "$tree" ]; then
+  "$py" "$root/bench/mapped_tree.py" "$tree" >/dev/null
+  toml_list() { local s="" x; for x in "$@"; do s+="\"$x\", "; done; echo "[${s%, }]"; }
+  present=()
+  for t in "${tests[@]}"; do [ -f "$tree/${t%%::*}" ] && present+=("$t"); done  # a test file not merged yet
+  cat >>"$tree/pyproject.toml" <<EOF
+
+[tool.mutmut]  # written by bench/mutants.sh in its mapped tree
+source_paths = ["src"]
+only_mutate = $(toml_list "${only[@]}")
+also_copy = ["conftest.py", "docs", "cases", "examples"]
+pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]
+pytest_add_cli_args_test_selection = $(toml_list "${present[@]}")
+use_git_change_detection = false
+process_isolation = "forkserver"
+EOF
+fi
+
+cd "$tree"
+echo "bench/mutants.sh: mapped tree $tree; mutating ${only[*]}" >&2
+# mutmut's own exit status is not the verdict (it exits 0 with survivors); the score is
+PYTHONDONTWRITEBYTECODE=1 "$py" -m mutmut run --max-children "$children" >"$work/mutmut-run.log" 2>&1 || {
+  tail -40 "$work/mutmut-run.log" >&2
+  echo "bench/mutants.sh: mutmut run failed (log: $work/mutmut-run.log)" >&2
+  exit 1
+}
+"$py" "$root/bench/mutation_score.py" --equivalent "$root/bench/equivalent_mutants.txt"

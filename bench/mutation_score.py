@@ -1,0 +1,134 @@
+"""The mutation score of a finished ``mutmut run`` (run in the mapped tree; bench/mutants.sh).
+
+    python bench/mutation_score.py [--equivalent bench/equivalent_mutants.txt] [--survivors]
+
+Every mutant is put in one class:
+
+- ``message``: the mutant changes only a string literal (mutmut's "XX..XX", lower- and
+  upper-case mutations of a plain string, or the string replaced by None) whose text is a message: it holds a space or
+  other non-identifier text ("must be >= 0, got ", "ranking tokens"). Messages do not
+  count (issue 24). A string that reads as an identifier ("slot", "rheo", "epsilon")
+  can be logic (a mode, a key, a field name) and counts like any other mutant;
+- ``equivalent``: listed in the equivalent file with its reason (docs/tests.md);
+  does not count;
+- ``killed`` (mutmut's killed and timeout), ``survived``, ``no tests`` (no test of the
+  selection reaches the function: counted as not killed), anything else as mutmut says.
+
+score = killed / (every mutant - message - equivalent - not run yet). The survivors (``survived`` and
+``no tests``, not equivalent) are printed with their diffs with ``--survivors``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import sys
+import tokenize
+from collections import Counter
+from pathlib import Path
+
+from mutmut.mutation.data import SourceFileMutationData
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.stats import status_by_exit_code
+from mutmut.utils.file_utils import walk_mutatable_files
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _tokens(line: str) -> list[tuple[int, str]] | None:
+    try:
+        toks = tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline)
+        return [(t.type, t.string) for t in toks if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+
+
+def _string_body(token: str) -> str:
+    return re.sub(r"^[rRbBuU]*(['\"])(.*)\1$", r"\2", token, flags=re.S)
+
+
+def message_only(diff: str) -> bool:
+    """True when the mutant changes one line, and only string literals in it (to another
+    string or to None), each a message."""
+    removed = [ln[1:] for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    if len(removed) != 1 or len(added) != 1:
+        return False
+    old, new = _tokens(removed[0]), _tokens(added[0])
+    if old is None or new is None or len(old) != len(new):
+        return False
+    changed = [(a, b) for a, b in zip(old, new) if a != b]
+    if not changed:
+        return False
+    for (ta, sa), (tb, sb) in changed:
+        if ta != tokenize.STRING or not (tb == tokenize.STRING or (tb, sb) == (tokenize.NAME, "None")):
+            return False
+        if IDENTIFIER.fullmatch(_string_body(sa)):
+            return False  # an identifier-like string may be logic: it counts
+    return True
+
+
+def read_equivalent(path: Path | None) -> dict[str, str]:
+    """``mutant-name  reason`` per line; # comments and blank lines skipped."""
+    if path is None or not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition(" ")
+            out[name] = reason.strip()
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--equivalent", type=Path)
+    ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
+    args = ap.parse_args(argv)
+    equivalent = read_equivalent(args.equivalent)
+    classes: Counter[str] = Counter()
+    per_engine: dict[str, Counter[str]] = {}
+    survivors: list[tuple[str, str, str]] = []
+    for path in walk_mutatable_files():
+        data = SourceFileMutationData(path=path)
+        data.load()
+        engine = "fastpath" if "/fastpath/" in str(path) else "reference"
+        for name, code in data.exit_code_by_key.items():
+            status = status_by_exit_code[code]
+            if status == "timeout":
+                status = "killed"
+            if status not in ("killed", "not checked"):
+                diff = get_diff_for_mutant(name, path=path)
+                if message_only(diff):
+                    status = "message"
+                elif name in equivalent:
+                    status = "equivalent"
+                else:
+                    survivors.append((name, status, diff))
+            classes[status] += 1
+            per_engine.setdefault(engine, Counter())[status] += 1
+    if not classes:
+        print("no mutmut results here: run bench/mutants.sh")
+        return 2
+    for engine, c in [*sorted(per_engine.items()), ("all", classes)]:
+        counted = sum(c.values()) - c["message"] - c["equivalent"] - c["not checked"]
+        score = 100.0 * c["killed"] / counted if counted else 100.0
+        rest = ", ".join(
+            f"{k} {v}" for k, v in sorted(c.items()) if k not in ("killed", "message", "equivalent", "not checked")
+        )
+        print(
+            f"{engine}: {sum(c.values())} mutants, {c['message']} message strings, {c['equivalent']} equivalent "
+            f"and {c['not checked']} not (yet) run not counted; killed {c['killed']} of {counted}: score {score:.1f}%"
+            + (f" ({rest})" if rest else "")
+        )
+    for name, status, diff in survivors:
+        print(f"\n# {name}: {status}")
+        if args.survivors:
+            print(diff)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
