@@ -173,7 +173,7 @@ class SamplingParameters:
                 value = {str(t): b for t, b in value}
             elif name == "sequence_bias":
                 value = {_key(s): b for s, b in value}
-            elif name in ("bad_words",):
+            elif name == "bad_words":
                 value = [list(w) for w in value]
             elif name == "allowed_token_ids":
                 value = list(value)

@@ -356,13 +356,15 @@ def _guarded(found: _Found, check: Callable[..., object], *args: Any) -> None:
 
 
 def _check_vector(
-    laws: dict, field: str, key: str, vec: list, n: int | None, exact: bool, deadline: Deadline | None, before: int
+    laws: dict, name: str, key: str, vec: list, n: int | None, exact: bool, deadline: Deadline | None, before: int
 ) -> None:
-    """One table vector: its prefix key, its entries, its law (``n`` None: vocab_size is
-    bad, so the law's sum and signs only); the law read goes into ``laws[key]``."""
+    """One vector of table ``name``: its prefix key, its entries, its law (``n`` None:
+    vocab_size is bad, so the law's sum and signs only), or raw logits for target_logits;
+    what is read goes into ``laws[key]``."""
+    field = f'{name}["{key}"]'
     if n is not None:
         _check_prefix_key(key, n, field)
-    if field.startswith("target_logits"):
+    if name == "target_logits":
         logits = _logits(vec, field, deadline, before)
         check_logits(logits, len(logits) if n is None else n, field)
         laws[key] = logits
@@ -427,8 +429,7 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
         deadline.begin("table entries read", sum(len(vec) for _, _, vec in vectors))
     before = 0
     for name, key, vec in vectors:
-        field = f'{name}["{key}"]'
-        _guarded(found, _check_vector, tables[name], field, key, vec, n, exact, deadline, before)
+        _guarded(found, _check_vector, tables[name], name, key, vec, n, exact, deadline, before)
         before += len(vec)
     if proxy is not None and n is not None and isinstance(proxy.get("per_prefix"), dict):
         for key in proxy["per_prefix"]:
