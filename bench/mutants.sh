@@ -32,6 +32,7 @@ children="${MUTMUT_CHILDREN:-1}"
 reference_tests=(
   tests/test_worked_numbers.py tests/test_self_check.py tests/test_numbers.py tests/test_instance.py
   tests/test_certify.py tests/test_sampling.py tests/test_simulator.py tests/test_corpus.py
+  tests/test_params.py tests/test_estimate.py tests/test_deadline.py tests/test_docstrings.py proofs_tests
 )
 fastpath_tests=(
   tests/test_fastpath_laws.py tests/test_fastpath_models.py tests/test_fastpath_differential.py
@@ -67,13 +68,13 @@ if [ ! -d "$tree" ]; then
   "$py" "$root/bench/mapped_tree.py" "$tree" >/dev/null
   toml_list() { local s="" x; for x in "$@"; do s+="\"$x\", "; done; echo "[${s%, }]"; }
   present=()
-  for t in "${tests[@]}"; do [ -f "$tree/${t%%::*}" ] && present+=("$t"); done  # a test file not merged yet
+  for t in "${tests[@]}"; do [ -e "$tree/${t%%::*}" ] && present+=("$t"); done  # a test file not merged yet
   cat >>"$tree/pyproject.toml" <<EOF
 
 [tool.mutmut]  # written by bench/mutants.sh in its mapped tree
 source_paths = ["src"]
 only_mutate = $(toml_list "${only[@]}")
-also_copy = ["conftest.py", "docs", "cases", "examples"]
+also_copy = ["conftest.py", "docs", "cases", "examples", "proofs_tests"]
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]
 pytest_add_cli_args_test_selection = $(toml_list "${present[@]}")
 use_git_change_detection = false

@@ -1,12 +1,22 @@
 """docs/spec.md §5: the deviation search equals the brute-force continued law; float64 agrees
 with exact arithmetic."""
 
+from fractions import Fraction
+
+import pytest
 from hypothesis import given
 
 from rheo.casefile import load_case
 from rheo.checks.cases.corpus import CONTROLS_BY_NAME
 from rheo.checks.cases.strategies import cases
-from rheo.reference import certify, class_cycle_law, continued_sequence_law, max_deviation, target_sequence_probability
+from rheo.reference import (
+    certify,
+    class_cycle_law,
+    continued_sequence_law,
+    make_instance,
+    max_deviation,
+    target_sequence_probability,
+)
 
 
 def brute_force(inst, law):
@@ -107,3 +117,56 @@ def test_cycle_law_summaries_on_a_hand_written_law():
     assert law.root_acceptance() == F(3, 4)
     assert law.tau() == F(1, 4) + 2 * F(1, 2) + 3 * F(1, 4)
     assert law.first_token_law(3) == [F(1, 4), F(3, 4), 0]
+
+
+def test_report_json_of_a_top_k_tree_by_hand():
+    """Top-K at depth 1 on p = (1/5, 1/2, 3/10), draft ranking 0, 1, 2, budget 2: token 0
+    is accepted w.p. 1/5, else token 1 w.p. (1/2)/(4/5) = 5/8 of the rest, else the residual
+    is the point mass on 2; an accepted child is followed by a bonus token from p. So
+    Pr(|O| = 2) = 1/5 + 1/2 = 7/10, tau = 17/10, and the cycle law is written out below."""
+    t, q = ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"]
+    report = certify(make_instance(3, t, q, policy="topk", K=3, depth=1, budget=2))
+    report.extras["note"] = "kept"
+    out = report.to_json()
+    assert out == {
+        "lossless": True,
+        "max_abs_deviation": "0",
+        "worst_sequence": [0, 0],  # every deviation is 0: the first sequence of V^(D+1)
+        "worst_continued": "1/25",
+        "worst_target": "1/25",
+        "tau": "17/10",
+        "root_acceptance": "7/10",
+        "joint_draws": 1,
+        "classes": 1,
+        "enumerator": "classes",
+        "arithmetic": "exact",
+        "first_token_law": ["1/5", "1/2", "3/10"],
+        "cycle_law": {
+            "0 0": "1/25",
+            "0 1": "1/10",
+            "0 2": "3/50",
+            "1 0": "1/10",
+            "1 1": "1/4",
+            "1 2": "3/20",
+            "2": "3/10",
+        },
+        "note": "kept",
+    }
+    f = certify(make_instance(3, t, q, policy="topk", K=3, depth=1, budget=2, arithmetic="float64")).to_json()
+    assert f["lossless"] is True and f["arithmetic"] == "float64" and 0 <= f["max_abs_deviation"] < 1e-15
+    assert f["tau"] == pytest.approx(1.7) and f["root_acceptance"] == pytest.approx(0.7)
+    assert f["first_token_law"] == pytest.approx([0.2, 0.5, 0.3]) and type(f["tau"]) is float
+    assert list(f["cycle_law"]) == list(out["cycle_law"])
+    # a lossy proxy: the worst sequence's two probabilities differ by the deviation
+    lossy = certify(make_instance(3, t, q, policy="rheo", K=3, m=1, depth=1, budget=2, proxy={"constant": "1/4"}))
+    j = lossy.to_json()
+    assert j["lossless"] is False and not lossy.lossless
+    assert abs(Fraction(j["worst_continued"]) - Fraction(j["worst_target"])) == Fraction(j["max_abs_deviation"]) > 0
+    assert "worst_sequence" in j and len(j["worst_sequence"]) == 2
+
+
+def test_a_cycle_law_leaves_out_outputs_of_probability_zero():
+    # the draft's top token has target probability 0: it is never accepted
+    report = certify(make_instance(2, ["0", "1"], ["3/4", "1/4"], policy="topk", K=1, depth=1, budget=1))
+    assert report.to_json()["cycle_law"] == {"1": "1"}
+    assert report.to_json()["tau"] == "1"

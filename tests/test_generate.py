@@ -1,0 +1,44 @@
+"""reference/generate.py: generated instances are reproducible from (vocab_size, seed,
+max_weight, zero_share) and written with their defaults (issue 24: mutation survivors)."""
+
+from fractions import Fraction
+
+from rheo.reference.generate import hashed_case, hashed_instance, hashed_law, hashed_tables
+
+
+def test_hashed_tables_are_the_hashed_laws_with_the_documented_defaults():
+    target, draft = hashed_tables(4, seed=3)
+    assert (target.name, draft.name) == ("target", "draft")
+    for prefix in [(), (1,), (0, 3)]:
+        assert target.fn is not None and draft.fn is not None
+        assert target.fn(prefix) == hashed_law(4, 3, prefix, 20, 0, "target")
+        assert draft.fn(prefix) == hashed_law(4, 3, prefix, 20, 0, "draft")
+        assert target.fn(prefix) != draft.fn(prefix)
+    t9, _ = hashed_tables(4, seed=3, max_weight=9, zero_share=8)
+    assert t9.fn is not None and t9.fn((2,)) == hashed_law(4, 3, (2,), 9, 8, "target")
+    assert hashed_tables(4, seed=4)[0].fn(()) != target.fn(())  # type: ignore[misc]
+
+
+def test_hashed_laws_by_their_weights():
+    law = hashed_law(5, seed=1, prefix=(2,), max_weight=3)
+    assert sum(law) == 1 and all(x > 0 for x in law) and max(law) / min(law) <= 3  # weights 1..3
+    assert max(law) / min(law) in (Fraction(1), Fraction(3, 2), Fraction(2), Fraction(3))
+    zeros = hashed_law(40, seed=0, prefix=(), zero_share=15)
+    assert 0 < sum(1 for x in zeros if x == 0) < 40
+    assert hashed_law(3, seed=0, prefix=(), zero_share=16) == (1, 0, 0)  # all zeroed: the first weight is 1
+
+
+def test_a_float_instance_has_the_same_laws_as_floats():
+    exact = hashed_instance(3, 5, policy="rheo", K=2, m=1, depth=2, budget=3)
+    floats = hashed_instance(3, 5, policy="rheo", K=2, m=1, depth=2, budget=3, arithmetic="float64")
+    for prefix in [(), (2,)]:
+        assert floats.target.fn is not None and exact.target.fn is not None
+        assert floats.target.fn(prefix) == tuple(float(x) for x in exact.target.fn(prefix))
+        assert all(type(x) is float for x in floats.target_law(prefix))
+        assert floats.draft.fn is not None and floats.draft.fn(prefix) == tuple(
+            float(x) for x in exact.draft.fn(prefix)
+        )  # type: ignore[misc]
+    assert (floats.target.name, floats.draft.name) == ("target", "draft")
+    case = hashed_case(3, 5, 1, policy="topk", K=1, budget=1, beam=None)
+    assert "beam" not in case and case["depth"] == 1 and case["vocab_size"] == 3
+    assert case["target"]["1"] == [f"{x.numerator}/{x.denominator}" for x in hashed_law(3, 5, (1,), salt="target")]
