@@ -32,7 +32,8 @@ children="${MUTMUT_CHILDREN:-1}"
 reference_tests=(
   tests/test_worked_numbers.py tests/test_self_check.py tests/test_numbers.py tests/test_instance.py
   tests/test_certify.py tests/test_sampling.py tests/test_simulator.py tests/test_corpus.py
-  tests/test_params.py tests/test_estimate.py tests/test_deadline.py tests/test_docstrings.py proofs_tests
+  tests/test_params.py tests/test_estimate.py tests/test_deadline.py tests/test_choices.py tests/test_generate.py
+  tests/test_docstrings.py proofs_tests
 )
 fastpath_tests=(
   tests/test_fastpath_laws.py tests/test_fastpath_models.py tests/test_fastpath_differential.py

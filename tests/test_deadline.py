@@ -83,3 +83,34 @@ def test_the_work_estimate_reads_the_deadline_once_per_law_entry():
     d = CountingDeadline()
     work_estimate(inst, "naive", d)
     assert d.checked == {"estimating the work": 12}
+
+
+def test_a_new_deadline_is_in_no_phase_and_paces_progress_every_two_seconds():
+    d = Deadline(None)
+    assert d.phase is None and d.every == 2.0 and d.counts == d.totals == d.shares == d.started == {}
+    before = time.perf_counter()
+    d.begin("joint draws")
+    assert before <= d.started["joint draws"] <= time.perf_counter()
+
+
+def test_the_next_progress_line_waits_its_turn_and_a_heartbeat_gets_the_deadline():
+    lines: list[str] = []
+    d = Deadline(None, progress=lines.append, every=0.05)
+    d.check(1, "joint draws")
+    assert lines == []  # not yet 0.05 s
+    time.sleep(0.06)
+    d.check(2, "joint draws")
+    d.check(3, "joint draws")  # right after a line: the next one is 0.05 s away
+    assert len(lines) == 1 and lines[0].startswith("  ... 2 joint draws")
+    seen: list[object] = []
+    h = Deadline(None, every=0.0, heartbeat=lambda dl, where: seen.append(dl))
+    h.check(1, "joint draws")
+    assert seen == [h]
+
+
+def test_an_instance_keeps_the_deadline_it_was_made_with():
+    from rheo.reference import make_instance
+
+    d = Deadline(60)
+    inst = make_instance(2, ["1/2"] * 2, ["1/2"] * 2, deadline=d, policy="topk", K=1, depth=1, budget=1)
+    assert inst.deadline is d

@@ -42,3 +42,14 @@ def test_a_float_instance_has_the_same_laws_as_floats():
     case = hashed_case(3, 5, 1, policy="topk", K=1, budget=1, beam=None)
     assert "beam" not in case and case["depth"] == 1 and case["vocab_size"] == 3
     assert case["target"]["1"] == [f"{x.numerator}/{x.denominator}" for x in hashed_law(3, 5, (1,), salt="target")]
+
+
+def test_a_generated_instance_is_made_of_the_hashed_tables():
+    for kw, (w, z) in [({}, (20, 0)), ({"max_weight": 7, "zero_share": 9}, (7, 9))]:
+        for arithmetic in ("exact", "float64"):
+            inst = hashed_instance(4, 2, **kw, policy="rheo", K=2, m=1, depth=1, budget=2, arithmetic=arithmetic)
+            assert inst.target.fn is not None and inst.draft.fn is not None and inst.exact == (arithmetic == "exact")
+            for prefix in [(), (3,)]:
+                want_t, want_d = hashed_law(4, 2, prefix, w, z, "target"), hashed_law(4, 2, prefix, w, z, "draft")
+                assert inst.target.fn(prefix) == tuple(want_t if inst.exact else map(float, want_t))
+                assert inst.draft.fn(prefix) == tuple(want_d if inst.exact else map(float, want_d))
