@@ -325,3 +325,26 @@ def test_entry_points_refuse_exact_arithmetic():
         with pytest.raises(CaseError) as err:
             call()
         assert err.value.field == "arithmetic" and "in_arithmetic" in str(err.value)
+
+
+def test_expand_dense_names_each_bad_argument_and_refuses_top_k():
+    """Each argument's check names the function and the argument; the default method is the
+    Gumbel-max draw; Top-K has no residual draw to make densely (mutation survivors)."""
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1)
+    logits, valid, u, T = torch.zeros(2, 1, 5), torch.ones(2, 1, dtype=torch.bool), torch.zeros(2, 1), torch.ones(2)
+    bad = {
+        "expand_dense: logits must be a float tensor of shape [b, n, V]": (logits.long(), valid, u, T),
+        "expand_dense: valid must be a bool tensor of shape [b, n] = [2, 1]": (logits, valid.float(), u, T),
+        "expand_dense: T must be a float tensor of shape [b] = [2]": (logits, valid, u, T[:1]),
+    }
+    for message, args in bad.items():
+        with pytest.raises(ValueError) as err:
+            expand_dense(*args, cfg)
+        assert message in str(err.value), (message, str(err.value))
+    with pytest.raises(CaseError) as case_err:
+        expand_dense(logits, valid, u, T, cfg.in_arithmetic("exact"))
+    assert "expand_dense" in str(case_err.value)
+    with pytest.raises(ValueError, match="expand_dense is the rheo baseline"):
+        expand_dense(logits, valid, u, T, FastConfig(policy="topk", K=3, depth=2, budget=5))
+    pool = expand_dense(logits, valid, u, T, cfg, generator=torch.Generator().manual_seed(0))  # the default method
+    assert pool.tokens.shape == (2, 1, 3)

@@ -116,3 +116,30 @@ def test_the_point_mass_coins_at_a_node_are_numbered_in_slot_order():
     out, accepted = walk(inst, tree.labelled, chooser)
     assert chooser.names == [("det", 0, 0), ("det", 0, 1), ("det", 0, 2), ("final", 0)]
     assert out == (3,) and accepted == []
+
+
+def test_a_walk_reads_the_deadline_in_each_rejection():
+    """Top-K at depth 1, both children rejected (u_det = 0.99): each rejection renormalises
+    the residual over the vocabulary of 3, 2 deadline checks for its total and 3 for the
+    division, so 10 checks in all (the target law is read before, and cached)."""
+    from rheo.reference.choices import UniformChooser
+    from rheo.reference.deadline import Deadline
+
+    class Counting(Deadline):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.checked: dict[str, int] = {}
+
+        def check(self, count, what="joint draws", share=None):
+            self.checked[what] = self.checked.get(what, 0) + 1
+
+    d = Counting()
+    inst = make_instance(
+        3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], policy="topk", K=3, depth=1, budget=2, deadline=d
+    )
+    u = Uniforms([0.0], [0.0, 0.0], [[0.99] * 3, [0.99] * 3], [0.5, 0.5])
+    tree = build_tree(inst, UniformChooser(u))
+    inst.target_law(())
+    d.checked.clear()
+    assert walk(inst, tree.labelled, UniformChooser(u)) == ((2,), [])
+    assert d.checked == {"in a loop over a law's entries": 10}
