@@ -92,3 +92,70 @@ def test_theorem3_symbolic_proof_on_region(wp, wq, K, m):
     assert all(bool(cond.subs(subs)) for cond in proof.region)
     # and the identity is not trivial: alpha is not constant on the region
     assert proof.enumerated.free_symbols
+
+
+def _abc(**config):
+    from rheo.reference import make_instance
+
+    base = dict(policy="rheo", K=3, m=1, depth=1, budget=2)
+    return make_instance(3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], **{**base, **config})
+
+
+@pytest.mark.parametrize(
+    "config, applies",
+    [
+        ({}, True),
+        ({"policy": "topk"}, True),
+        ({"policy": "topk", "proxy": "self", "tie_break": "token"}, True),  # Top-K draws nothing: no proxy, no ties
+        ({"depth": 2}, False),
+        ({"policy": "topk", "depth": 2}, False),
+        ({"proxy": "self"}, False),
+        ({"proxy": {"constant": "1/2"}}, False),
+        ({"verify": "sample_last"}, False),
+        ({"draft_law": "dense"}, False),
+        ({"tie_break": "token"}, False),
+    ],
+)
+def test_theorem3_applies_exactly_to_its_configurations(config, applies):
+    """Theorem 3 covers depth 1 with Top-K, or Rheo with the rheo proxy, rheo verification,
+    the sampled draft law and slot tie-break (docs/spec.md §5); anything else is refused."""
+    from rheo.reference.theorem3 import theorem3_applies
+
+    inst = _abc(**config)
+    assert theorem3_applies(inst) is applies
+    if applies:
+        assert theorem3_alpha(inst) == class_cycle_law(inst, count_draws=False).root_acceptance()
+    else:
+        with pytest.raises(ValueError, match="Theorem 3 covers depth 1 with policy topk, or rheo with the rheo proxy"):
+            theorem3_alpha(inst)
+
+
+def test_theorem3_on_a_one_token_vocabulary():
+    from rheo.reference import make_instance
+
+    inst = make_instance(1, ["1"], ["1"], policy="topk", K=1, depth=1, budget=1)
+    assert theorem3_alpha(inst) == 1  # Top-K keeps the one token, accepted w.p. p = 1
+
+
+def test_theorem3_reads_the_deadline_over_the_vocabulary():
+    """Rheo m = 1 on p = (1/5, 1/2, 3/10), q ranking 0, 1, 2: (p - r)^+ is one pass over the
+    3 tokens, beta one more over the last 2, then one check per residual draw (2 tokens)."""
+    from rheo.reference import make_instance
+    from rheo.reference.deadline import Deadline
+
+    class Counting(Deadline):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.checks = 0
+
+        def check(self, count, what="joint draws", share=None):
+            self.checks += 1
+
+    d = Counting()
+    inst = make_instance(
+        3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], deadline=d, policy="rheo", K=3, m=1, depth=1, budget=2
+    )
+    plain = theorem3_alpha(inst)  # builds and caches the laws
+    d.checks = 0
+    assert theorem3_alpha(inst) == plain
+    assert d.checks == 3 + 2 + 2
