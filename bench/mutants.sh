@@ -35,6 +35,13 @@ reference_tests=(
   tests/test_params.py tests/test_estimate.py tests/test_deadline.py tests/test_choices.py tests/test_generate.py
   tests/test_docstrings.py proofs_tests
 )
+# Hypothesis searches for counterexamples of the wrong-on-purpose variants: 46 of the
+# selection's 90 s, spent again on every survivor; the corpus replays their counterexamples
+# (tests/test_corpus.py) at a fraction of the cost.
+slow_searches="not test_wrong_variant_has_a_counterexample and not test_lemma1_proxy_below_rank_bound_breaks"
+slow_searches+=" and not test_lemma1_constant_proxy_breaks and not test_lemma1_self_proxy_breaks"
+slow_searches+=" and not test_theorem3_rheo_falls_short_of_the_optimum_with_fills"
+slow_searches+=" and not test_temperature_zero_m1_differs_from_topk_somewhere"
 fastpath_tests=(
   tests/test_fastpath_laws.py tests/test_fastpath_models.py tests/test_fastpath_differential.py
 )
@@ -77,7 +84,7 @@ source_paths = ["src"]
 only_mutate = $(toml_list "${only[@]}")
 also_copy = ["conftest.py", "docs", "cases", "examples", "proofs_tests"]
 pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]
-pytest_add_cli_args_test_selection = $(toml_list "${present[@]}")
+pytest_add_cli_args_test_selection = $(toml_list "${present[@]}" -k "$slow_searches")
 use_git_change_detection = false
 process_isolation = "forkserver"
 EOF

@@ -169,3 +169,48 @@ def test_make_instance_reads_tables_by_prefix_with_a_default(arithmetic):
         with pytest.raises(CaseError) as err:
             make_instance(3, bad, ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2, arithmetic=arithmetic)
         assert err.value.field == field
+
+
+def test_raw_target_logits_of_a_probability_table_are_log_p():
+    """An implementation that asks for raw logits of a probability-table case gets log p,
+    -inf where p = 0 (docs/spec.md §9); a logits table's own values otherwise."""
+    import math
+
+    from rheo.casefile import load_case
+
+    for arithmetic in ("exact", "float64"):
+        inst = make_instance(
+            3, ["1/2", "0", "1/2"], ["1/3"] * 3, policy="rheo", K=2, m=1, depth=1, budget=2, arithmetic=arithmetic
+        )
+        logits = inst.raw_target_logits(())
+        assert logits == (math.log(0.5), -math.inf, math.log(0.5)) and all(type(x) is float for x in logits)
+    case = {
+        "vocab_size": 3,
+        "target_logits": {"*": [1, "-inf", 0], "0": [2, 1, 0]},
+        "draft": {"*": ["1/3"] * 3},
+        "policy": "rheo",
+        "K": 2,
+        "m": 1,
+        "depth": 2,
+        "budget": 3,
+        "arithmetic": "float64",
+        "presence_penalty": 0.5,
+    }
+    inst = load_case(case)
+    assert inst.raw_target_logits(()) == (1.0, -math.inf, 0.0) and inst.raw_target_logits((0,)) == (2.0, 1.0, 0.0)
+    assert all(type(x) is float for x in inst.raw_target_logits((0,)))
+
+
+def test_check_logits_names_the_entry():
+    from rheo.reference.instance import check_logits
+
+    check_logits((0.0, float("-inf")), 2, "t")  # fine
+    for logits, field, text in [
+        ((0.0,), "t", "must have vocab_size = 2 entries, got 1"),
+        ((0.0, float("nan")), "t[1]", 'must be a finite number or "-inf", got nan'),
+        ((float("inf"), 0.0), "t[0]", 'must be a finite number or "-inf", got inf'),
+        ((float("-inf"),) * 2, "t", 'every entry is "-inf": no token has probability > 0'),
+    ]:
+        with pytest.raises(CaseError) as err:
+            check_logits(logits, 2, "t")
+        assert (err.value.field, err.value.message) == (field, text)
