@@ -159,3 +159,14 @@ def test_theorem3_reads_the_deadline_over_the_vocabulary():
     d.checks = 0
     assert theorem3_alpha(inst) == plain
     assert d.checks == 3 + 2 + 2
+
+
+def test_the_exact_optimum_on_one_token_and_on_hand_made_sets():
+    # one token, always a child: accepted with probability 1
+    assert per_node_optimum_exact((F(1),), {frozenset({0}): F(1)}) == 1
+    # p = (1/2, 1/2), C = {0} or {1} each w.p. 1/2: a coupling puts X in C always
+    half = {frozenset({0}): F(1, 2), frozenset({1}): F(1, 2)}
+    assert per_node_optimum_exact((F(1, 2), F(1, 2)), half) == 1
+    # p = (3/4, 1/4), C = {1} always: Pr(X in C) = p(1) = 1/4 (A = {1}: p(A) + 0)
+    assert per_node_optimum_exact((F(3, 4), F(1, 4)), {frozenset({1}): F(1)}) == F(1, 4)
+    assert per_node_optimum_lp((F(3, 4), F(1, 4)), {frozenset({1}): F(1)}) == pytest.approx(0.25)

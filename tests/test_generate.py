@@ -7,16 +7,17 @@ from rheo.reference.generate import hashed_case, hashed_instance, hashed_law, ha
 
 
 def test_hashed_tables_are_the_hashed_laws_with_the_documented_defaults():
-    target, draft = hashed_tables(4, seed=3)
+    target, draft = hashed_tables(12, seed=3)  # 36 weights: zero_share 1 would zero one of them
     assert (target.name, draft.name) == ("target", "draft")
     for prefix in [(), (1,), (0, 3)]:
         assert target.fn is not None and draft.fn is not None
-        assert target.fn(prefix) == hashed_law(4, 3, prefix, 20, 0, "target")
-        assert draft.fn(prefix) == hashed_law(4, 3, prefix, 20, 0, "draft")
+        assert target.fn(prefix) == hashed_law(12, 3, prefix, 20, 0, "target")
+        assert draft.fn(prefix) == hashed_law(12, 3, prefix, 20, 0, "draft")
         assert target.fn(prefix) != draft.fn(prefix)
     t9, _ = hashed_tables(4, seed=3, max_weight=9, zero_share=8)
     assert t9.fn is not None and t9.fn((2,)) == hashed_law(4, 3, (2,), 9, 8, "target")
-    assert hashed_tables(4, seed=4)[0].fn(()) != target.fn(())  # type: ignore[misc]
+    assert hashed_tables(12, seed=4)[0].fn(()) != target.fn(())  # type: ignore[misc]
+    assert 0 not in target.fn(()) + target.fn((1,)) + target.fn((0, 3))  # the default zero_share is 0
 
 
 def test_hashed_laws_by_their_weights():
