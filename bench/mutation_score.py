@@ -15,13 +15,16 @@ Every mutant is put in one class:
   selection reaches the function: counted as not killed), anything else as mutmut says.
 
 score = killed / (every mutant - message - equivalent - not run yet). The survivors (``survived`` and
-``no tests``, not equivalent) are printed with their diffs with ``--survivors``.
+``no tests``, not equivalent) are printed, with their diffs with ``--survivors``. With
+``--rechecked`` (bench/recheck_survivors.py's verdicts), a survivor that the current tests
+kill counts as killed ("killed on recheck").
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import re
 import sys
 import tokenize
@@ -82,13 +85,9 @@ def read_equivalent(path: Path | None) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--equivalent", type=Path)
-    ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
-    args = ap.parse_args(argv)
-    equivalent = read_equivalent(args.equivalent)
-    classes: Counter[str] = Counter()
+def classify(equivalent: dict[str, str]) -> tuple[dict[str, Counter[str]], list[tuple[str, str, str]]]:
+    """Per engine, the count of each class; and the survivors (name, status, diff). Run in
+    the mapped tree of a ``mutmut run`` (its current directory)."""
     per_engine: dict[str, Counter[str]] = {}
     survivors: list[tuple[str, str, str]] = []
     for path in walk_mutatable_files():
@@ -107,23 +106,53 @@ def main(argv: list[str]) -> int:
                     status = "equivalent"
                 else:
                     survivors.append((name, status, diff))
-            classes[status] += 1
             per_engine.setdefault(engine, Counter())[status] += 1
-    if not classes:
+    return per_engine, survivors
+
+
+def survivors(equivalent_file: Path | None) -> list[tuple[str, str]]:
+    """(name, status) of every survivor: for bench/recheck_survivors.py."""
+    return [(name, status) for name, status, _ in classify(read_equivalent(equivalent_file))[1]]
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--equivalent", type=Path)
+    ap.add_argument("--rechecked", type=Path, help="bench/recheck_survivors.py's verdicts: its kills count as kills")
+    ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
+    args = ap.parse_args(argv)
+    per_engine, found = classify(read_equivalent(args.equivalent))
+    rechecked = json.loads(args.rechecked.read_text()) if args.rechecked and args.rechecked.exists() else {}
+    left: list[tuple[str, str, str]] = []
+    for name, status, diff in found:
+        verdict = rechecked.get(name)
+        if verdict and verdict["killed"]:
+            c = per_engine["fastpath" if ".fastpath." in name else "reference"]
+            c[status] -= 1
+            c["killed on recheck"] += 1
+        else:
+            left.append((name, status, diff))
+    if not per_engine:
         print("no mutmut results here: run bench/mutants.sh")
         return 2
+    classes: Counter[str] = Counter()
+    for c in per_engine.values():
+        classes.update(c)
     for engine, c in [*sorted(per_engine.items()), ("all", classes)]:
+        killed = c["killed"] + c["killed on recheck"]
         counted = sum(c.values()) - c["message"] - c["equivalent"] - c["not checked"]
-        score = 100.0 * c["killed"] / counted if counted else 100.0
+        score = 100.0 * killed / counted if counted else 100.0
         rest = ", ".join(
-            f"{k} {v}" for k, v in sorted(c.items()) if k not in ("killed", "message", "equivalent", "not checked")
+            f"{k} {v}"
+            for k, v in sorted(c.items())
+            if v and k not in ("killed", "message", "equivalent", "not checked")
         )
         print(
             f"{engine}: {sum(c.values())} mutants, {c['message']} message strings, {c['equivalent']} equivalent "
-            f"and {c['not checked']} not (yet) run not counted; killed {c['killed']} of {counted}: score {score:.1f}%"
+            f"and {c['not checked']} not (yet) run not counted; killed {killed} of {counted}: score {score:.1f}%"
             + (f" ({rest})" if rest else "")
         )
-    for name, status, diff in survivors:
+    for name, status, diff in left:
         print(f"\n# {name}: {status}")
         if args.survivors:
             print(diff)

@@ -1,0 +1,116 @@
+"""Run each survivor of a finished ``bench/mutants.sh`` run against the tests as they are now.
+
+    python bench/recheck_survivors.py WORKDIR [--tests tests/test_x.py ...] [--out rechecked.json]
+
+A mutmut run tests every mutant against the tests of the moment it started; tests added
+while it ran (or after) are not in its verdicts, and rerunning mutmut with changed tests
+starts it over (it resets every result when the tests change). This takes the survivors
+(``survived`` and ``no tests``, less messages and listed equivalents: bench/mutation_score.py)
+from WORKDIR/repo/mutants, copies that folder once, copies the working tree's tests/ and
+proofs_tests/ over the copy's, and runs pytest there once per survivor with the mutant
+switched on (mutmut's trampolines read ``MUTANT_UNDER_TEST``). A failing test kills it.
+
+It writes ``{mutant name: {"killed": bool, "by": first failing test or null}}`` to
+``--out`` (default WORKDIR/rechecked.json), which ``bench/mutation_score.py --rechecked``
+counts. ``--tests`` defaults to the selection of bench/mutants.sh for the engine the
+mutant is in, without ``-k``: the recheck runs each test file whole, the files changed since
+the run first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def selection(engine: str) -> list[str]:
+    """The test selection bench/mutants.sh gives ``engine`` (its bash array, read from the script)."""
+    text = (ROOT / "bench" / "mutants.sh").read_text()
+    body = re.search(rf"^{engine}_tests=\((.*?)^\)", text, re.S | re.M)
+    if body is None:
+        raise SystemExit(f"bench/recheck_survivors.py: no {engine}_tests=(...) in bench/mutants.sh")
+    return body.group(1).split()
+
+
+def ordered(tests: list[str], since: float) -> list[str]:
+    """The test files, those changed since the run (the likely killers) first, then the rest,
+    folders last (proofs_tests: the slowest); with -x the first failure ends the run."""
+    files: list[str] = []
+    for t in tests:
+        path = ROOT / t
+        files += sorted(str(p.relative_to(ROOT)) for p in path.rglob("test_*.py")) if path.is_dir() else [t]
+    return sorted(files, key=lambda f: ((ROOT / f).stat().st_mtime <= since, f.startswith("proofs_tests")))
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir", type=Path, help="the MUTANTS_WORKDIR of a finished bench/mutants.sh run")
+    ap.add_argument("--tests", nargs="+", help="test files or folders (default: bench/mutants.sh's selection)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+    mutants = args.workdir / "repo" / "mutants"
+    if not (mutants / "mutmut-stats.json").exists():
+        print(
+            f"bench/recheck_survivors.py: {mutants} holds no mutmut run (run bench/mutants.sh first)", file=sys.stderr
+        )
+        return 2
+    out_path = args.out or args.workdir / "rechecked.json"
+    since = (mutants / "mutmut-stats.json").stat().st_mtime
+
+    import mutation_score  # bench/mutation_score.py: the same classification as the score
+
+    cwd = Path.cwd()
+    os.chdir(args.workdir / "repo")
+    try:
+        survivors = mutation_score.survivors(ROOT / "bench" / "equivalent_mutants.txt")
+    finally:
+        os.chdir(cwd)
+    done: dict[str, dict[str, object]] = json.loads(out_path.read_text()) if out_path.exists() else {}
+    todo = [name for name, _ in survivors if name not in done]
+    print(f"{len(survivors)} survivors, {len(todo)} to recheck ({len(done)} rechecked before)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="rheo-recheck-") as tmp:
+        copy = Path(tmp) / "mutants"
+        shutil.copytree(mutants, copy)
+        for folder in ("tests", "proofs_tests"):
+            shutil.rmtree(copy / folder, ignore_errors=True)
+            shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        env = {**os.environ, "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("CI", None)
+        for i, name in enumerate(todo, 1):
+            engine = "fastpath" if ".fastpath." in name else "reference"
+            tests = ordered(args.tests or selection(engine), since)
+            t0 = time.perf_counter()
+            run = subprocess.run(
+                [args.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                cwd=copy,
+                env={**env, "MUTANT_UNDER_TEST": name},
+                capture_output=True,
+                text=True,
+            )
+            failed = re.search(r"^FAILED (\S+)", run.stdout, re.M)
+            errored = re.search(r"^ERROR (\S+)", run.stdout, re.M)
+            killed = run.returncode != 0
+            by = failed.group(1) if failed else errored.group(1) if errored else None
+            if killed and by is None:
+                by = f"pytest exit {run.returncode}"
+            done[name] = {"killed": killed, "by": by}
+            out_path.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+            verdict = f"killed by {by}" if killed else "survived"
+            print(f"[{i}/{len(todo)}] {name}: {verdict} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
