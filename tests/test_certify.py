@@ -2,11 +2,12 @@
 with exact arithmetic."""
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 
-from rheo.casefile import load_case
+from rheo.casefile import load_case, read_case
 from rheo.checks.cases.corpus import CONTROLS_BY_NAME
 from rheo.checks.cases.strategies import cases
 from rheo.reference import (
@@ -17,6 +18,7 @@ from rheo.reference import (
     max_deviation,
     target_sequence_probability,
 )
+from rheo.reference.deadline import Deadline
 
 
 def brute_force(inst, law):
@@ -170,3 +172,95 @@ def test_a_cycle_law_leaves_out_outputs_of_probability_zero():
     report = certify(make_instance(2, ["0", "1"], ["3/4", "1/4"], policy="topk", K=1, depth=1, budget=1))
     assert report.to_json()["cycle_law"] == {"1": "1"}
     assert report.to_json()["tau"] == "1"
+
+
+class _Counting(Deadline):
+    """Never expires; counts its checks per place."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.checked: dict[str, int] = {}
+
+    def check(self, count, what="joint draws", share=None):
+        self.checked[what] = self.checked.get(what, 0) + 1
+        super().check(count, what, share)
+
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "cases").glob("*.json"))
+
+
+def brute_force_deviation(inst, law):
+    """The Deviation by direct summation: value, lex-first worst sequence, both probabilities."""
+    cont = continued_sequence_law(inst, law)
+    best = None
+    for seq in sorted(cont):
+        target = target_sequence_probability(inst, seq)
+        dev = abs(cont[seq] - target)
+        if best is None or dev > best[0]:
+            best = (dev, seq, cont[seq], target)
+    return best
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_every_field_of_the_deviation_equals_brute_force_on_the_lossy_corpus(path):
+    """The corpus holds lossy cases (every control's counterexample): deviations > 0, whose
+    worst sequences the pruned search must find by its best continuations."""
+    for case in (read_case(path), {**read_case(path), "arithmetic": "float64"}):
+        case = {k: v for k, v in case.items() if k != "expected"}
+        inst = load_case(case)
+        law = class_cycle_law(inst, count_draws=False).law
+        dev = max_deviation(inst, law)
+        value, seq, continued, target = brute_force_deviation(inst, law)
+        assert dev.sequence == seq, path.stem
+        if inst.exact:
+            assert (dev.value, dev.continued, dev.target) == (value, continued, target) and value > 0
+        else:
+            assert (dev.value, dev.continued, dev.target) == pytest.approx((value, continued, target), abs=1e-12)
+        assert abs(dev.continued - dev.target) == pytest.approx(dev.value, abs=1e-15)
+
+
+def test_short_outputs_are_settled_by_their_likeliest_continuation():
+    """Depth 2 with a constant proxy: outputs of length 1 (a rejection at the root) are not
+    extended by any other output, so their deviation is (A(s) - p_T(s)) times the likeliest
+    continuation's probability; the brute force agrees on every field."""
+    case = {
+        "vocab_size": 3,
+        "target": {"*": ["1/5", "1/2", "3/10"], "1": ["1/2", "1/3", "1/6"]},
+        "draft": {"*": ["1/2", "3/10", "1/5"]},
+        "policy": "rheo",
+        "K": 3,
+        "m": 1,
+        "depth": 2,
+        "budget": 2,
+        "beam": 1,
+        "proxy": {"constant": "1/4"},
+    }
+    inst = load_case(case)
+    law = class_cycle_law(inst, count_draws=False).law
+    assert (2,) in law and not any(len(o) > 1 and o[0] == 2 for o in law)  # (2,): no output extends it
+    d = _Counting()
+    with inst.bounded(d):
+        dev = max_deviation(inst, law)
+    value, seq, continued, target = brute_force_deviation(inst, law)
+    assert (dev.value, dev.sequence, dev.continued, dev.target) == (value, seq, continued, target)
+    assert value > 0
+    assert d.checked["searching the likeliest continuation"] >= 3  # below (2,): its 3 tokens
+
+
+def test_the_deviation_search_reads_the_deadline_in_each_loop_and_reports_its_share():
+
+    inst = load_case(
+        {k: v for k, v in read_case(CORPUS[0].parent / "paper-abc-constant-proxy.json").items() if k != "expected"}
+    )
+    law = class_cycle_law(inst, count_draws=False).law
+    inst.target_law(())
+    d = _Counting()
+    with inst.bounded(d):
+        max_deviation(inst, law)
+    # one check per output listed; one per token below each prefix some output extends
+    # (the prefixes compared token by token); the stack once per call
+    extended = {o[:k] for o in law for k in range(len(o))}
+    assert d.checked["listing the prefixes of outputs"] == len(law)
+    assert d.checked["comparing sequences with p_T"] == 3 * len(extended)
+    assert d.checked["sequences compared"] >= 1 + d.checked["comparing sequences with p_T"]  # a call per token
+    assert d.shares["sequences compared"] == pytest.approx(1.0)  # every sequence settled, shares summing to 1
