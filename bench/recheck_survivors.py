@@ -14,12 +14,15 @@ It writes ``{mutant name: {"killed": bool, "by": first failing test or null}}`` 
 ``--out`` (default WORKDIR/rechecked.json), which ``bench/mutation_score.py --rechecked``
 counts. ``--tests`` defaults to the selection of bench/mutants.sh for the engine the
 mutant is in, without ``-k``: the recheck runs each test file whole, the files changed since
-the run first.
+the run first. ``--only`` rechecks the survivors matching a pattern (with ``--tests``, the
+tests written for them: a kill is a kill whatever else was left out; a recheck that keeps a
+survivor alive is recorded, and can be redone with more tests after deleting its entry).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -57,6 +60,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workdir", type=Path, help="the MUTANTS_WORKDIR of a finished bench/mutants.sh run")
     ap.add_argument("--tests", nargs="+", help="test files or folders (default: bench/mutants.sh's selection)")
+    ap.add_argument("--only", nargs="+", metavar="PATTERN", help="survivors whose name matches (fnmatch)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args(argv)
@@ -78,7 +82,11 @@ def main(argv: list[str]) -> int:
     finally:
         os.chdir(cwd)
     done: dict[str, dict[str, object]] = json.loads(out_path.read_text()) if out_path.exists() else {}
-    todo = [name for name, _ in survivors if name not in done]
+    todo = [
+        name
+        for name, _ in survivors
+        if name not in done and (not args.only or any(fnmatch.fnmatch(name, p) for p in args.only))
+    ]
     print(f"{len(survivors)} survivors, {len(todo)} to recheck ({len(done)} rechecked before)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="rheo-recheck-") as tmp:
         copy = Path(tmp) / "mutants"

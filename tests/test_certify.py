@@ -264,3 +264,41 @@ def test_the_deviation_search_reads_the_deadline_in_each_loop_and_reports_its_sh
     assert d.checked["comparing sequences with p_T"] == 3 * len(extended)
     assert d.checked["sequences compared"] >= 1 + d.checked["comparing sequences with p_T"]  # a call per token
     assert d.shares["sequences compared"] == pytest.approx(1.0)  # every sequence settled, shares summing to 1
+
+
+def test_cycle_law_dispatches_by_enumerator_name():
+    """Both enumerators give the same law; the default is the class enumerator, counting
+    joint draws (docs/spec.md §5); an unknown name is refused."""
+    from rheo.reference import cycle_law
+    from rheo.reference.enumerate_classes import count_joint_draws
+    from rheo.reference.enumerate_naive import naive_cycle_law
+
+    inst = load_case(
+        {k: v for k, v in read_case(CORPUS[0].parent / "paper-abc-constant-proxy.json").items() if k != "expected"}
+    )
+    naive, classes = cycle_law(inst, "naive"), cycle_law(inst)
+    assert naive.enumerator == "naive" and classes.enumerator == "classes"
+    assert naive.law == classes.law == naive_cycle_law(inst).law
+    assert classes.joint_draws == naive.joint_draws == count_joint_draws(inst) > 1
+    assert cycle_law(inst, "classes", count_draws=False).joint_draws is None
+    with pytest.raises(ValueError, match='enumerator must be "classes" or "naive"'):
+        cycle_law(inst, "NAIVE")
+
+
+def test_the_class_enumerator_counts_its_leaves_and_share_in_each_check():
+    inst = load_case(
+        {k: v for k, v in read_case(CORPUS[0].parent / "control-class_law_depth2.json").items() if k != "expected"}
+    )
+    counts: list[tuple[int | None, str, float | None]] = []
+
+    class Recording(Deadline):
+        def check(self, count, what="joint draws", share=None):
+            if what == "class-enumerator branches":
+                counts.append((count, what, share))
+            super().check(count, what, share)
+
+    law = class_cycle_law(inst, count_draws=False, deadline=Recording(None))
+    leaves = [c for c, _, _ in counts]
+    assert leaves == list(range(1, len(leaves) + 1)) and len(leaves) >= law.classes  # one check per leaf, counted
+    shares = [s for _, _, s in counts]
+    assert all(s is not None for s in shares) and shares == sorted(shares) and shares[-1] == pytest.approx(1.0)

@@ -275,3 +275,26 @@ def test_a_float_temperature_has_no_exact_counterpart():
     assert err.value.field == "temperature"
     half = p.replace(temperature=p.temperature.parse("1/2", False)).in_arithmetic("exact")
     assert half.temperature.power == 2 and half.exact
+
+
+def test_every_token_id_is_named_by_its_field():
+    s = SamplingParameters(
+        prompt=(0,),
+        generated=(1,),
+        logit_bias=((2, 1.0),),
+        sequence_bias=(((0, 3), 1.0),),
+        bad_words=((4,),),
+        allowed_token_ids=(5,),
+        min_tokens=1,
+        eos_token_id=(6,),
+    )
+    assert s.token_ids() == [
+        ("prompt[0]", 0),
+        ("generated[0]", 1),
+        ('logit_bias["2"]', 2),
+        ('sequence_bias["0,3"]', 0),
+        ('sequence_bias["0,3"]', 3),
+        ("bad_words[0]", 4),
+        ("allowed_token_ids[0]", 5),
+        ("eos_token_id[0]", 6),
+    ]
