@@ -20,6 +20,8 @@ from rheo.reference import (
 )
 from rheo.reference.deadline import Deadline
 
+from .deadlines import CountingDeadline
+
 
 def brute_force(inst, law):
     cont = continued_sequence_law(inst, law)
@@ -174,18 +176,6 @@ def test_a_cycle_law_leaves_out_outputs_of_probability_zero():
     assert report.to_json()["tau"] == "1"
 
 
-class _Counting(Deadline):
-    """Never expires; counts its checks per place."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        self.checked: dict[str, int] = {}
-
-    def check(self, count, what="joint draws", share=None):
-        self.checked[what] = self.checked.get(what, 0) + 1
-        super().check(count, what, share)
-
-
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "cases").glob("*.json"))
 
 
@@ -238,7 +228,7 @@ def test_short_outputs_are_settled_by_their_likeliest_continuation():
     inst = load_case(case)
     law = class_cycle_law(inst, count_draws=False).law
     assert (2,) in law and not any(len(o) > 1 and o[0] == 2 for o in law)  # (2,): no output extends it
-    d = _Counting()
+    d = CountingDeadline()
     with inst.bounded(d):
         dev = max_deviation(inst, law)
     value, seq, continued, target = brute_force_deviation(inst, law)
@@ -254,7 +244,7 @@ def test_the_deviation_search_reads_the_deadline_in_each_loop_and_reports_its_sh
     )
     law = class_cycle_law(inst, count_draws=False).law
     inst.target_law(())
-    d = _Counting()
+    d = CountingDeadline()
     with inst.bounded(d):
         max_deviation(inst, law)
     # one check per output listed; one per token below each prefix some output extends

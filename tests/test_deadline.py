@@ -7,6 +7,8 @@ import pytest
 
 from rheo.reference.deadline import Deadline, Timeout, paced
 
+from .deadlines import CountingDeadline
+
 
 def test_no_limit_never_expires_and_has_no_time_left():
     d = Deadline(None)
@@ -57,18 +59,6 @@ def test_progress_lines_and_heartbeats_at_their_pace():
     slow = Deadline(None, progress=lines.append, every=3600)
     slow.check(1, "joint draws")
     assert len(lines) == 2
-
-
-class CountingDeadline(Deadline):
-    """A deadline that never expires and counts its checks, per place."""
-
-    def __init__(self) -> None:
-        super().__init__(None)
-        self.checked: dict[str, int] = {}
-
-    def check(self, count, what="joint draws", share=None):
-        self.checked[what] = self.checked.get(what, 0) + 1
-        super().check(count, what, share)
 
 
 def test_the_work_estimate_reads_the_deadline_once_per_law_entry():

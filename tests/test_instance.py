@@ -110,31 +110,25 @@ def test_a_bad_table_entry_names_its_index_and_the_table_keeps_its_name():
 def test_reading_a_table_reads_the_deadline_per_entry():
     """Each table entry is paced (``rheo exact`` bounds reading a huge table): one check
     per entry read, per table, in exact mode."""
-    from rheo.reference.deadline import Deadline
+    from .deadlines import CountingDeadline
 
-    class Counting(Deadline):
-        checks = 0
-
-        def check(self, count=None, what="", share=None):
-            Counting.checks += 1
-
+    exact, floats = CountingDeadline(), CountingDeadline()
     make_instance(
         4,
         [F(1, 4)] * 4,
         ["2/5", "1/5", "3/10", "1/10"],
-        deadline=Counting(None),
+        deadline=exact,
         **dict(policy="rheo", K=3, m=1, depth=1, budget=3),
     )
-    assert Counting.checks == 8
-    Counting.checks = 0  # float64: each entry read, then converted
-    make_instance(
+    assert exact.checks == 8
+    make_instance(  # float64: each entry read, then converted
         4,
         [F(1, 4)] * 4,
         ["2/5", "1/5", "3/10", "1/10"],
-        deadline=Counting(None),
+        deadline=floats,
         **dict(policy="rheo", K=3, m=1, depth=1, budget=3, arithmetic="float64"),
     )
-    assert Counting.checks == 16
+    assert floats.checks == 16
 
 
 def test_make_instance_names_callable_tables_and_bad_prefix_keys():

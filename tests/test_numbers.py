@@ -5,7 +5,6 @@ from fractions import Fraction as F
 
 import pytest
 
-from rheo.reference.deadline import Deadline
 from rheo.reference.numbers import (
     CaseError,
     Temperature,
@@ -21,6 +20,8 @@ from rheo.reference.numbers import (
     temper,
 )
 from rheo.reference.params import TargetFilters
+
+from .deadlines import CountingDeadline
 
 
 def test_json_numbers_read_as_the_decimal_they_print():
@@ -70,17 +71,6 @@ def test_top_p_keeps_shortest_prefix_reaching_p_and_min_p_drops_small():
     assert keep_top_p(p, F(9, 10)) == (F(1, 9), F(5, 9), F(3, 9), 0)  # tie 1/10: lower id first
     assert keep_min_p(p, F(1, 4)) == (0, F(5, 8), F(3, 8), 0)
     assert apply_filters(p, TargetFilters(top_k=3, top_p=F(4, 5))) == (0, F(5, 8), F(3, 8), 0)
-
-
-class CountingDeadline(Deadline):
-    """A deadline that never expires and counts its checks: one per entry of every paced loop."""
-
-    def __init__(self):
-        super().__init__(None)
-        self.checks = 0
-
-    def check(self, count=None, what="joint draws", share=None):
-        self.checks += 1
 
 
 def test_every_loop_over_a_law_reads_the_deadline():

@@ -123,17 +123,10 @@ def test_a_walk_reads_the_deadline_in_each_rejection():
     the residual over the vocabulary of 3, 2 deadline checks for its total and 3 for the
     division, so 10 checks in all (the target law is read before, and cached)."""
     from rheo.reference.choices import UniformChooser
-    from rheo.reference.deadline import Deadline
 
-    class Counting(Deadline):
-        def __init__(self) -> None:
-            super().__init__(None)
-            self.checked: dict[str, int] = {}
+    from .deadlines import CountingDeadline
 
-        def check(self, count, what="joint draws", share=None):
-            self.checked[what] = self.checked.get(what, 0) + 1
-
-    d = Counting()
+    d = CountingDeadline()
     inst = make_instance(
         3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], policy="topk", K=3, depth=1, budget=2, deadline=d
     )
