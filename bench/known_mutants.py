@@ -27,7 +27,7 @@ from mapped_tree import build
 
 Patch = tuple[str, str, str]  # (file in the mapped tree, old text, new text)
 
-REFERENCE_TESTS = [  # bench/mutants.sh's reference selection, the fastest files first
+REFERENCE_TESTS = [  # the engine-level files of bench/mutants.sh's reference selection (all 14 need no more)
     "tests/test_instance.py",
     "tests/test_numbers.py",
     "tests/test_corpus.py",
