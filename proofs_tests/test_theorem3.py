@@ -141,17 +141,9 @@ def test_theorem3_reads_the_deadline_over_the_vocabulary():
     """Rheo m = 1 on p = (1/5, 1/2, 3/10), q ranking 0, 1, 2: (p - r)^+ is one pass over the
     3 tokens, beta one more over the last 2, then one check per residual draw (2 tokens)."""
     from rheo.reference import make_instance
-    from rheo.reference.deadline import Deadline
+    from tests.deadlines import CountingDeadline
 
-    class Counting(Deadline):
-        def __init__(self) -> None:
-            super().__init__(None)
-            self.checks = 0
-
-        def check(self, count, what="joint draws", share=None):
-            self.checks += 1
-
-    d = Counting()
+    d = CountingDeadline()
     inst = make_instance(
         3, ["1/5", "1/2", "3/10"], ["1/2", "3/10", "1/5"], deadline=d, policy="rheo", K=3, m=1, depth=1, budget=2
     )

@@ -15,49 +15,34 @@ from rheo.reference.sampling import SamplingParameters
 F = Fraction
 
 
+# every configuration key set, in its case-file spelling (exact numbers as rational strings)
+FULL_EXACT_CASE = {
+    "policy": "rheo",
+    "K": 4,
+    "m": 2,
+    "depth": 3,
+    "budget": 7,
+    "beam": 2,
+    "proxy": {"constant": "1/3"},
+    "epsilon": "1/8",
+    "tie_break": "token",
+    "temperature": "1/2",
+    "draft_top_k": 3,
+    "verify": "sample_last",
+    "draft_law": "dense",
+    "target_top_k": 3,
+    "target_top_p": "3/4",
+    "target_min_p": "1/5",
+}
+
+
 def _full_exact() -> Params:
-    return Params.from_case(
-        {
-            "policy": "rheo",
-            "K": 4,
-            "m": 2,
-            "depth": 3,
-            "budget": 7,
-            "beam": 2,
-            "proxy": {"constant": "1/3"},
-            "epsilon": "1/8",
-            "tie_break": "token",
-            "temperature": "1/2",
-            "draft_top_k": 3,
-            "verify": "sample_last",
-            "draft_law": "dense",
-            "target_top_k": 3,
-            "target_top_p": "3/4",
-            "target_min_p": "1/5",
-        }
-    )
+    return Params.from_case(FULL_EXACT_CASE)
 
 
 def test_to_case_spells_every_key_of_an_exact_case():
-    assert _full_exact().to_case() == {
-        "policy": "rheo",
-        "K": 4,
-        "m": 2,
-        "depth": 3,
-        "budget": 7,
-        "beam": 2,
-        "proxy": {"constant": "1/3"},
-        "epsilon": "1/8",
-        "tie_break": "token",
-        "temperature": "1/2",
-        "draft_top_k": 3,
-        "verify": "sample_last",
-        "draft_law": "dense",
-        "arithmetic": "exact",
-        "target_top_k": 3,
-        "target_top_p": "3/4",
-        "target_min_p": "1/5",
-    }
+    # every key written back as it was read, and the arithmetic the case left to its default
+    assert _full_exact().to_case() == {**FULL_EXACT_CASE, "arithmetic": "exact"}
 
 
 def test_to_case_of_defaults_and_of_top_k():
