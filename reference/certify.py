@@ -76,33 +76,27 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
     zero, one, deadline = inst.zero, inst.one, inst.deadline
     extended: set[Output] = set()  # every proper prefix of an output: a prefix-closed set
     for o in paced(law, deadline, "listing the prefixes of outputs"):
-        for k in range(len(o) - 1, -1, -1):
+        for k in reversed(range(len(o))):  # the longest proper prefix first
             if o[:k] in extended:
                 break  # and so are the shorter ones
             extended.add(o[:k])
     best: list[Any] = [zero, None, zero, zero]  # a Deviation's fields, the sequence None until one is found
-    max_path_memo: dict[Output, tuple[Number, Output]] = {}
 
     def max_path(s: Output, k: int) -> Call[tuple[Number, Output]]:
-        """max over continuations of length k of p_T(rest | s), with the lex-first argmax."""
+        """max over continuations of length k of p_T(rest | s), with the lex-first argmax.
+        Each s is searched at most once (the subtrees searched are disjoint), so nothing is cached."""
         if k == 0:
             return one, ()
-        hit = max_path_memo.get(s)
-        if hit is not None:
-            return hit
         p = inst.target_law(s)
-        top: Number | None = None
-        arg: Output = ()  # set together with top
+        top: tuple[Number, Output] | None = None  # the best continuation so far, with its probability
         for x in paced(range(n), deadline, "searching the likeliest continuation"):
-            if p[x] > 0 and (top is None or p[x] >= top):  # a bound: only then can x win
+            # a bound: p[x] * p_T(rest | s.x) <= p[x], so x can beat the best so far only if p[x] is above it
+            if p[x] > 0 and (top is None or p[x] > top[0]):
                 sub, rest = yield max_path(s + (x,), k - 1)
-                val = p[x] * sub
-                if top is None or val > top:
-                    top, arg = val, (x,) + rest
-        if top is None:  # cannot happen: p is a law
-            top, arg = zero, (0,) * k
-        max_path_memo[s] = (top, arg)
-        return top, arg
+                if top is None or p[x] * sub > top[0]:
+                    top = (p[x] * sub, (x,) + rest)
+        assert top is not None, f"p_T(. | {s}) has no positive entry"  # p is a law: it has one
+        return top
 
     searched = [0.0]  # the share of the search settled (progress lines): 1 split evenly over each prefix's tokens
 

@@ -25,6 +25,10 @@ def hashed_law(
     """Integer weights in 1..max_weight from a hash of (seed, salt, prefix), normalized.
 
     With zero_share = z > 0 each weight is zeroed with probability about z/16 (never all).
+    The hash is part of the contract (a generated case is named by its seed): the bytes h are
+    SHAKE-256 of "salt|seed|p1,p2,..." (the prefix's token ids), and weight i is
+    1 + h[2i] mod max_weight, zeroed when z > 0 and h[2i+1] mod 16 < z; if every weight is
+    zeroed, the law is all on token 0.
     """
     h = hashlib.shake_256(f"{salt}|{seed}|{','.join(map(str, prefix))}".encode()).digest(2 * n)
     weights = []

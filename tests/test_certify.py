@@ -227,6 +227,52 @@ def test_short_outputs_are_settled_by_their_likeliest_continuation():
     assert d.checked["searching the likeliest continuation"] >= 3  # below (2,): its 3 tokens
 
 
+def test_the_likeliest_continuation_search_looks_only_where_the_best_can_change():
+    """The search's two bounds, counted by its deadline checks (one per token looked at).
+
+    The outputs are given by hand: all mass on (0,), at depth 2 (sequences of 3 tokens), with
+    p_T = (2/5, 3/10, 3/10) at the root, (0, 1/2, 1/2) after 0 and (1, 0, 0) after 0,1.
+    - (0,): deviation |1 - 2/5| = 3/5, beating 0, so its continuations are searched (3 tokens).
+      Token 0 has p_T 0: skipped. Token 1 (1/2) is searched: (0,1) has 3 tokens, the best is
+      1/2 * 1 (token 0). Token 2's 1/2 cannot beat that 1/2 (p_T(x) bounds what x can reach):
+      skipped. So 3 + 3 checks, and the best is 3/5 * 1/2 = 3/10 at (0, 1, 0).
+    - (1,) and (2,): deviation 3/10 each, which cannot beat 3/10 (a continuation only shrinks
+      it): not searched.
+    A search that also looked at zero-probability tokens, at ties, or below prefixes whose
+    deviation only equals the best would count more checks; the answer would not change.
+    """
+    case = {
+        "vocab_size": 3,
+        "target": {"*": ["2/5", "3/10", "3/10"], "0": ["0", "1/2", "1/2"], "0,1": ["1", "0", "0"]},
+        "draft": {"*": ["1/3", "1/3", "1/3"]},
+        "policy": "rheo",
+        "K": 2,
+        "m": 1,
+        "depth": 2,
+        "budget": 2,
+        "beam": 1,
+    }
+    inst = load_case(case)
+    d = CountingDeadline()
+    with inst.bounded(d):
+        dev = max_deviation(inst, {(0,): Fraction(1)})
+    assert (dev.value, dev.sequence, dev.continued, dev.target) == (
+        Fraction(3, 10),
+        (0, 1, 0),
+        Fraction(1, 2),
+        Fraction(1, 5),
+    )
+    assert d.checked["searching the likeliest continuation"] == 6
+    assert d.checked["comparing sequences with p_T"] == 3  # the root's tokens: only () is extended
+
+    # a lossless law: every unextended prefix has deviation 0, which beats nothing: no search
+    lossless = load_case({**case, "target": {"*": ["1/5", "1/2", "3/10"]}, "draft": {"*": ["1/2", "3/10", "1/5"]}})
+    d = CountingDeadline()
+    with lossless.bounded(d):
+        dev = max_deviation(lossless, class_cycle_law(lossless, count_draws=False).law)
+    assert dev.value == 0 and "searching the likeliest continuation" not in d.checked
+
+
 def test_the_deviation_search_reads_the_deadline_in_each_loop_and_reports_its_share():
 
     inst = load_case(read_case(CORPUS[0].parent / "paper-abc-constant-proxy.json"))
@@ -276,3 +322,34 @@ def test_the_class_enumerator_counts_its_leaves_and_share_in_each_check():
     assert leaves == list(range(1, len(leaves) + 1)) and len(leaves) >= law.classes  # one check per leaf, counted
     shares = [s for _, _, s in counts]
     assert all(s is not None for s in shares) and shares == sorted(shares) and shares[-1] == pytest.approx(1.0)
+
+
+def test_dead_nodes_are_skipped_and_lazy_groups_listed_at_the_end():
+    """docs/spec.md §5's two savings of the class enumerator, on a generated case that has both
+    (vocab 3, K 2, m 1, depth 2, budget 3, beam 2, seed 2):
+    - a node with budget nodes ahead of it is not expanded (``comparing order keys``), so the
+      enumerator finishes fewer branches than without the skip, with the same law;
+    - a lazy group that survives pruning is listed token by token when its branch ends
+      (``listing the trees of a branch``), and the joint draws stay an integer count.
+    Each loop is paced by the deadline under its own name."""
+    from rheo.reference.enumerate_classes import _Explorer, count_joint_draws
+    from rheo.reference.enumerate_naive import naive_cycle_law
+    from rheo.reference.generate import hashed_instance
+
+    inst = hashed_instance(3, 2, policy="rheo", K=2, m=1, depth=2, budget=3, beam=2)
+    leaves, checked = {}, {}
+    for skip in (True, False):
+        d = CountingDeadline()
+        explorer = _Explorer(inst, skip_dead=skip, on_leaf=lambda *leaf: None, deadline=d)
+        explorer.run()
+        leaves[skip], checked[skip] = explorer.leaves, d.checked
+    assert leaves[True] < leaves[False]
+    assert checked[True]["comparing order keys"] >= 1 and "comparing order keys" not in checked[False]
+    assert checked[True]["listing the trees of a branch"] >= 1
+    assert class_cycle_law(inst).law == naive_cycle_law(inst).law
+    assert count_joint_draws(inst) == naive_cycle_law(inst).joint_draws
+    # beam 1 leaves a lazy group unexpanded in the counting pass too: its branch's joint draws are
+    # divided among the group's trees, and stay an integer (a count, printed as one in the JSON)
+    narrow = hashed_instance(3, 0, policy="rheo", K=2, m=1, depth=2, budget=2, beam=1)
+    draws = count_joint_draws(narrow)
+    assert type(draws) is int and draws == naive_cycle_law(narrow).joint_draws

@@ -208,3 +208,34 @@ def test_check_logits_names_the_entry():
         with pytest.raises(CaseError) as err:
             check_logits(logits, 2, "t")
         assert (err.value.field, err.value.message) == (field, text)
+
+
+def test_raw_logits_are_checked_once_per_prefix_and_at_every_prefix(monkeypatch):
+    """A logits table is checked the first time each prefix is read, and only then: a bad
+    entry at a second prefix is still found (a cache keyed wrongly would let it through), and
+    reading a prefix again does not check it again (the check is O(vocab_size) per read)."""
+    import math
+
+    from rheo.reference import instance as instance_module
+    from rheo.reference.instance import Instance, Table
+
+    seen: list[tuple[str, int]] = []
+    check = instance_module.check_logits
+
+    def counting(logits, n, name):
+        seen.append((name, len(logits)))
+        check(logits, n, name)
+
+    monkeypatch.setattr(instance_module, "check_logits", counting)
+    logits = Table("target_logits", {}, fn=lambda prefix: (math.nan, 0.0) if prefix == (1,) else (0.0, -1.0))
+    draft = Table("draft", {}, default=(F(1, 2), F(1, 2)))
+    config = make_instance(
+        2, ["1/2"] * 2, ["1/2"] * 2, policy="rheo", K=2, m=1, depth=2, budget=2, arithmetic="float64"
+    ).config
+    inst = Instance(2, None, draft, config, target_logits=logits)
+    for _ in range(2):
+        assert inst.raw_target_logits(()) == (0.0, -1.0) and inst.raw_target_logits((0,)) == (0.0, -1.0)
+    assert seen == [('target_logits[""]', 2), ('target_logits["0"]', 2)]
+    with pytest.raises(CaseError) as err:
+        inst.raw_target_logits((1,))
+    assert err.value.field == 'target_logits["1"][0]'
