@@ -130,6 +130,32 @@ def test_theorem3_applies_exactly_to_its_configurations(config, applies):
             theorem3_alpha(inst)
 
 
+@pytest.mark.parametrize(
+    "target, draft, config, alpha",
+    [
+        # the target is the residual (0, 1/2, 1/2) left by the lead 0: beta = 0, every cycle accepts
+        (["0", "1/2", "1/2"], ["1/2", "1/4", "1/4"], {"K": 2, "m": 1, "budget": 2}, F(1)),
+        # K 3, m 1: one fill per sample, but the budget 2 keeps the lead and the sample only
+        (["1/10", "2/5", "3/10", "1/5"], ["2/5", "3/10", "1/5", "1/10"], {"K": 3, "m": 1, "budget": 2}, None),
+        # K 4, m 1: two fills, the budget 3 keeps one of them
+        (["1/10", "2/5", "3/10", "1/5"], ["2/5", "3/10", "1/5", "1/10"], {"K": 4, "m": 1, "budget": 3}, None),
+    ],
+)
+def test_theorem3_at_its_edges(target, draft, config, alpha):
+    """Designed where the closed form has a branch the generated cases seldom reach: beta = 0
+    (alpha is then 1 by hand), and a budget that cuts the fills (R - m - 1 < K - m - 1). The
+    closed form equals the enumeration."""
+    from rheo.reference import make_instance
+
+    inst = make_instance(len(target), target, draft, policy="rheo", depth=1, **config)
+    enumerated = class_cycle_law(inst, count_draws=False).root_acceptance()
+    assert theorem3_alpha(inst) == enumerated
+    if alpha is not None:
+        assert enumerated == alpha
+    else:
+        assert 0 < enumerated < 1
+
+
 def test_theorem3_on_a_one_token_vocabulary():
     from rheo.reference import make_instance
 

@@ -353,3 +353,25 @@ def test_dead_nodes_are_skipped_and_lazy_groups_listed_at_the_end():
     narrow = hashed_instance(3, 0, policy="rheo", K=2, m=1, depth=2, budget=2, beam=1)
     draws = count_joint_draws(narrow)
     assert type(draws) is int and draws == naive_cycle_law(narrow).joint_draws
+
+
+def test_certify_and_cycle_law_hand_the_deadline_to_every_phase():
+    """``certify(deadline=...)`` bounds the enumeration (naive: one check per joint draw;
+    classes: per branch) and the deviation search; ``cycle_law`` hands it to the enumerator it
+    names. A phase that dropped it would run unbounded (``rheo exact --timeout``). The report's
+    seconds are the time certify took."""
+    import time
+
+    from rheo.reference import cycle_law
+
+    inst = load_case(read_case(CORPUS[0].parent / "paper-abc-constant-proxy.json"))
+    for enumerator, name in [("naive", "joint draws"), ("classes", "class-enumerator branches")]:
+        d = CountingDeadline()
+        cycle_law(inst, enumerator, d)
+        assert d.checked[name] >= 1, enumerator
+        d = CountingDeadline()
+        t0 = time.perf_counter()
+        report = certify(inst, enumerator, d)
+        elapsed = time.perf_counter() - t0
+        assert d.checked[name] >= 1 and d.checked["comparing sequences with p_T"] >= 1, enumerator
+        assert 0 <= report.seconds <= elapsed

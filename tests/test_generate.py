@@ -66,6 +66,24 @@ def test_a_float_instance_has_the_same_laws_as_floats():
     assert case["target"]["1"] == [f"{x.numerator}/{x.denominator}" for x in hashed_law(3, 5, (1,), salt="target")]
 
 
+def test_a_generated_case_file_writes_the_hashed_tables():
+    """hashed_case writes, at every prefix, the laws of hashed_tables with the same weights
+    and zeros: the draft under its own salt, zero_share passed through (z = 12: most weights
+    zeroed, so a dropped z shows)."""
+    for w, z in [(20, 0), (6, 12)]:
+        case = hashed_case(4, 9, 2, max_weight=w, zero_share=z, policy="rheo", K=2, m=1, budget=3)
+        target, draft = hashed_tables(4, 9, w, z)
+        assert target.fn is not None and draft.fn is not None
+        for key in ["", "0", "3", "2,1"]:
+            prefix = tuple(int(t) for t in key.split(",")) if key else ()
+            tables = [("target", target.fn)] + [("draft", draft.fn)] * (len(prefix) < 2)  # no draft at the depth
+            for table, fn in tables:
+                assert case[table][key] == [f"{x.numerator}/{x.denominator}" for x in fn(prefix)], (table, key)
+        assert "2,1" not in case["draft"]
+        if z:
+            assert any("0/1" in law for law in case["draft"].values())
+
+
 def test_a_generated_instance_is_made_of_the_hashed_tables():
     for kw, (w, z) in [({}, (20, 0)), ({"max_weight": 7, "zero_share": 9}, (7, 9))]:
         for arithmetic in ("exact", "float64"):

@@ -98,8 +98,10 @@ def test_every_loop_over_a_law_reads_the_deadline():
         assert deadline.checks == checks
 
 
-def test_min_p_on_a_one_token_vocabulary_keeps_the_token():
+def test_min_p_and_top_p_on_a_one_token_vocabulary_keep_the_token():
     assert keep_min_p((F(1),), F(1, 2)) == (F(1),)
+    for top_p in (F(1, 2), F(1)):
+        assert keep_top_p((F(1),), top_p) == (F(1),) and keep_top_p((1.0,), float(top_p)) == (1.0,)
 
 
 def test_case_errors_keep_their_field_message_and_list():
