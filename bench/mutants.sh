@@ -22,7 +22,16 @@
 #
 # Environment: PYTHON (default: python), MUTMUT_CHILDREN (default 1),
 # MUTANTS_WORKDIR (keep the mapped tree and mutmut's results there instead of a temporary
-# folder that is deleted at the end; rerunning with the same folder resumes).
+# folder that is deleted at the end; rerunning with the same folder resumes),
+# MUTANTS_LEDGER (default 1; 0: start from nothing, neither read nor write the ledger),
+# MUTANTS_RETRY_SURVIVORS (default 0; 1: run the ledger's survivors again).
+#
+# The ledger, bench/mutation_results/ENGINE.json (bench/mutation_ledger.py), keeps the verdicts
+# of earlier runs in the repository: a new mapped tree is seeded with them, mutmut runs only the
+# mutants no run has decided (and those of functions changed since), and the verdicts are saved
+# back at the end. A run stopped early (it is hours long) saves with
+#   python bench/mutation_ledger.py save "$MUTANTS_WORKDIR"
+# and the next run, in any session, goes on from there.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -88,6 +97,12 @@ pytest_add_cli_args_test_selection = $(toml_list "${present[@]}" -k "$slow_searc
 use_git_change_detection = false
 process_isolation = "forkserver"
 EOF
+  # the verdicts of earlier runs (bench/mutation_results/): mutmut keeps those of unchanged functions
+  if [ "${MUTANTS_LEDGER:-1}" != 0 ]; then
+    retry=()
+    [ "${MUTANTS_RETRY_SURVIVORS:-0}" = 1 ] && retry=(--retry-survivors)
+    "$py" "$root/bench/mutation_ledger.py" seed "$tree" "${retry[@]}"
+  fi
 fi
 
 cd "$tree"
@@ -98,4 +113,8 @@ PYTHONDONTWRITEBYTECODE=1 "$py" -m mutmut run --max-children "$children" >"$work
   echo "bench/mutants.sh: mutmut run failed (log: $work/mutmut-run.log)" >&2
   exit 1
 }
-"$py" "$root/bench/mutation_score.py" --equivalent "$root/bench/equivalent_mutants.txt"
+[ "${MUTANTS_LEDGER:-1}" != 0 ] && "$py" "$root/bench/mutation_ledger.py" save "$work" >&2
+rechecked=()
+for f in "$work"/rechecked*.json; do [ -e "$f" ] && rechecked+=("$f"); done
+[ "${#rechecked[@]}" -gt 0 ] && rechecked=(--rechecked "${rechecked[@]}")
+"$py" "$root/bench/mutation_score.py" --equivalent "$root/bench/equivalent_mutants.txt" "${rechecked[@]}"

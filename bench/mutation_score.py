@@ -118,11 +118,16 @@ def survivors(equivalent_file: Path | None) -> list[tuple[str, str]]:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--equivalent", type=Path)
-    ap.add_argument("--rechecked", type=Path, help="bench/recheck_survivors.py's verdicts: its kills count as kills")
+    ap.add_argument(
+        "--rechecked", type=Path, nargs="+", default=[], help="bench/recheck_survivors.py's verdicts: their kills count"
+    )
     ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
     args = ap.parse_args(argv)
     per_engine, found = classify(read_equivalent(args.equivalent))
-    rechecked = json.loads(args.rechecked.read_text()) if args.rechecked and args.rechecked.exists() else {}
+    rechecked: dict[str, dict[str, object]] = {}
+    for path in args.rechecked:
+        if path.exists():
+            rechecked.update(json.loads(path.read_text()))
     left: list[tuple[str, str, str]] = []
     for name, status, diff in found:
         verdict = rechecked.get(name)

@@ -10,13 +10,15 @@ from WORKDIR/repo/mutants, copies that folder once, copies the working tree's te
 proofs_tests/ over the copy's, and runs pytest there once per survivor with the mutant
 switched on (mutmut's trampolines read ``MUTANT_UNDER_TEST``). A failing test kills it.
 
-It writes ``{mutant name: {"killed": bool, "by": first failing test or null}}`` to
-``--out`` (default WORKDIR/rechecked.json), which ``bench/mutation_score.py --rechecked``
-counts. ``--tests`` defaults to the selection of bench/mutants.sh for the engine the
-mutant is in, without ``-k``: the recheck runs each test file whole, the files changed since
-the run first. ``--only`` rechecks the survivors matching a pattern (with ``--tests``, the
-tests written for them: a kill is a kill whatever else was left out; a recheck that keeps a
-survivor alive is recorded, and can be redone with more tests after deleting its entry).
+It writes ``{mutant name: {"killed": bool, "by": first failing test or null}}`` to ``--out``
+(default WORKDIR/rechecked.json), which ``bench/mutation_score.py --rechecked`` counts and
+``bench/mutation_ledger.py save`` keeps; survivors rechecked in any WORKDIR/rechecked*.json
+(rechecked-ledger.json: earlier sessions', from the ledger) are skipped. ``--tests`` defaults to
+the selection of bench/mutants.sh for the engine the mutant is in, without ``-k``: the recheck
+runs each test file whole, the files changed since the run first. ``--only`` rechecks the
+survivors matching a pattern (with ``--tests``, the tests written for them: a kill is a kill
+whatever else was left out; a recheck that keeps a survivor alive is recorded, and can be redone
+with more tests after deleting its entry).
 """
 
 from __future__ import annotations
@@ -82,12 +84,15 @@ def main(argv: list[str]) -> int:
     finally:
         os.chdir(cwd)
     done: dict[str, dict[str, object]] = json.loads(out_path.read_text()) if out_path.exists() else {}
+    before = dict(done)
+    for other in sorted(args.workdir.glob("rechecked*.json")):  # rechecked-ledger.json: earlier sessions'
+        before.update(json.loads(other.read_text()))
     todo = [
         name
         for name, _ in survivors
-        if name not in done and (not args.only or any(fnmatch.fnmatch(name, p) for p in args.only))
+        if name not in before and (not args.only or any(fnmatch.fnmatch(name, p) for p in args.only))
     ]
-    print(f"{len(survivors)} survivors, {len(todo)} to recheck ({len(done)} rechecked before)", file=sys.stderr)
+    print(f"{len(survivors)} survivors, {len(todo)} to recheck ({len(before)} rechecked before)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="rheo-recheck-") as tmp:
         copy = Path(tmp) / "mutants"
         shutil.copytree(mutants, copy)
