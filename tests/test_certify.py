@@ -375,3 +375,19 @@ def test_certify_and_cycle_law_hand_the_deadline_to_every_phase():
         elapsed = time.perf_counter() - t0
         assert d.checked[name] >= 1 and d.checked["comparing sequences with p_T"] >= 1, enumerator
         assert 0 <= report.seconds <= elapsed
+
+
+def test_the_naive_enumerator_reads_the_deadline_in_each_phase():
+    """One check per joint draw, counted (the progress line's number); the verification of each
+    draw's tree (``verified nodes``) and the sum of its law (``summing the verified laws``)
+    run under the same deadline, through the instance."""
+    from rheo.reference.enumerate_naive import naive_cycle_law
+
+    inst = load_case(read_case(CORPUS[0].parent / "paper-abc-constant-proxy.json"))
+    d = CountingDeadline()
+    law = naive_cycle_law(inst, d)
+    assert law.joint_draws is not None and law.joint_draws > 1
+    assert d.checked["joint draws"] == law.joint_draws == d.counts["joint draws"]
+    assert d.checked["summing the verified laws"] >= law.joint_draws  # each verified law has an output
+    assert d.checked["verified nodes"] >= law.joint_draws
+    assert inst.deadline is None  # given back after the enumeration
