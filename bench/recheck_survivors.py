@@ -48,6 +48,10 @@ def selection(engine: str) -> list[str]:
     return body.group(1).split()
 
 
+def _engine(mutant: str) -> str:
+    return "fastpath" if ".fastpath." in mutant else "reference"
+
+
 def ordered(tests: list[str], since: float) -> list[str]:
     """The test files, those changed since the run (the likely killers) first, then the rest,
     folders last (proofs_tests: the slowest); with -x the first failure ends the run."""
@@ -101,23 +105,37 @@ def main(argv: list[str]) -> int:
             shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
         env = {**os.environ, "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("CI", None)
-        for i, name in enumerate(todo, 1):
-            engine = "fastpath" if ".fastpath." in name else "reference"
-            tests = ordered(args.tests or selection(engine), since)
-            t0 = time.perf_counter()
+
+        def pytest(tests: list[str], mutant: str) -> tuple[bool, str | None]:
+            """(failed, the first failing test) with ``mutant`` switched on ("": none)."""
             run = subprocess.run(
                 [args.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
                 cwd=copy,
-                env={**env, "MUTANT_UNDER_TEST": name},
+                env={**env, "MUTANT_UNDER_TEST": mutant},
                 capture_output=True,
                 text=True,
             )
             failed = re.search(r"^FAILED (\S+)", run.stdout, re.M)
             errored = re.search(r"^ERROR (\S+)", run.stdout, re.M)
-            killed = run.returncode != 0
             by = failed.group(1) if failed else errored.group(1) if errored else None
-            if killed and by is None:
-                by = f"pytest exit {run.returncode}"
+            return run.returncode != 0, by or (f"pytest exit {run.returncode}" if run.returncode else None)
+
+        # the current tests must pass on the run's own code (no mutant): a test written for code
+        # changed since the run fails there, and every recheck would count a false kill
+        clean = sorted({t for name in todo for t in ordered(args.tests or selection(_engine(name)), since)})
+        if clean:
+            failed, by = pytest(clean, "")
+            if failed:
+                print(
+                    f"bench/recheck_survivors.py: {by} fails on the run's own code, without a mutant (the code "
+                    "changed since the run?): leave it out (--tests), or run bench/mutants.sh again",
+                    file=sys.stderr,
+                )
+                return 2
+        for i, name in enumerate(todo, 1):
+            tests = ordered(args.tests or selection(_engine(name)), since)
+            t0 = time.perf_counter()
+            killed, by = pytest(tests, name)
             done[name] = {"killed": killed, "by": by}
             out_path.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
             verdict = f"killed by {by}" if killed else "survived"
