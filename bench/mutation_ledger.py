@@ -35,7 +35,15 @@ ROOT = Path(__file__).resolve().parent.parent
 LEDGER = ROOT / "bench" / "mutation_results"
 MUTMUT = "3.8.1"  # the mutant names and function hashes are mutmut's: another version may differ
 SURVIVED = 0  # mutmut's exit code of a mutant the tests pass with
-NO_TESTS = 33
+NO_TESTS = (5, 33)  # pytest found no test; no test of the selection reaches the function
+# the exit codes that are verdicts (mutmut.stats.status_by_exit_code): killed (1, 3), survived,
+# no tests, timeout (36, SIGXCPU), caught by the type check (37). Not kept: an interrupted run
+# (2), a process killed from outside (-9, -15), "suspicious", "skipped".
+VERDICTS = {0, 1, 3, 5, 33, 36, 37, -24, 24, 152, 255}
+
+
+def _survived(code: int) -> bool:
+    return code == SURVIVED or code in NO_TESTS
 
 
 def _engine(path: str) -> str:
@@ -104,7 +112,7 @@ def save(workdir: Path) -> int:
             func = _function(key)
             if code is None and old["hash_by_function_name"].get(func) == new_hashes.get(func):
                 code = old["exit_code_by_key"].get(key)  # decided before, not in this run
-            if code is not None:
+            if code in VERDICTS:
                 verdicts[key] = code
         ledger["files"][source] = {"hash_by_function_name": new_hashes, "exit_code_by_key": verdicts}
         module = source[len("src/") : -len(".py")].replace("/", ".")
@@ -137,9 +145,7 @@ def seed(tree: Path, retry_survivors: bool) -> int:
             meta_path = tree / "mutants" / f"{source}.meta"
             if meta_path.exists() or not any(fnmatch.fnmatch(source, g) for g in only):
                 continue  # the folder has its own results (newer), or the run leaves the file alone
-            codes = {
-                k: c for k, c in data["exit_code_by_key"].items() if not (retry_survivors and c in (SURVIVED, NO_TESTS))
-            }
+            codes = {k: c for k, c in data["exit_code_by_key"].items() if not (retry_survivors and _survived(c))}
             meta_path.parent.mkdir(parents=True, exist_ok=True)
             meta = {
                 "exit_code_by_key": codes,
@@ -161,7 +167,7 @@ def seed(tree: Path, retry_survivors: bool) -> int:
 
 def _summary(ledger: dict) -> str:
     codes = [c for d in ledger["files"].values() for c in d["exit_code_by_key"].values()]
-    survived = sum(c in (SURVIVED, NO_TESTS) for c in codes)
+    survived = sum(map(_survived, codes))
     rechecked = len(ledger["rechecked"])
     killed = sum(v["killed"] for v in ledger["rechecked"].values())
     return (

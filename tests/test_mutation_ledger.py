@@ -57,7 +57,8 @@ def test_save_keeps_decided_verdicts_and_drops_those_of_changed_functions(ledger
         tmp_path / "a",
         {
             "src/rheo/reference/numbers.py": _meta(
-                {N + "x_f__mutmut_1": 1, N + "x_f__mutmut_2": 0, N + "x_g__mutmut_1": None, N + "xǁAǁb__mutmut_1": 1},
+                {N + "x_f__mutmut_1": 1, N + "x_f__mutmut_2": 0, N + "x_g__mutmut_1": None, N + "xǁAǁb__mutmut_1": 1}
+                | {N + "x_g__mutmut_2": 2, N + "x_g__mutmut_3": -9},  # interrupted, killed from outside: no verdict
                 {"x_f": "f1", "x_g": "g1", "xǁAǁb": "b1"},
             )
         },
@@ -69,7 +70,7 @@ def test_save_keeps_decided_verdicts_and_drops_those_of_changed_functions(ledger
         N + "x_f__mutmut_1": 1,
         N + "x_f__mutmut_2": 0,
         N + "xǁAǁb__mutmut_1": 1,
-    }  # the undecided x_g mutant is not stored
+    }  # the undecided x_g mutants are not stored
     assert kept["rechecked"] == {N + "x_f__mutmut_2": {"killed": True, "by": "t::x", "hash": "f1"}}
 
     # a later run: x_f changed (new hash, undecided), x_g decided now, xǁAǁb unchanged and not rerun
