@@ -37,9 +37,10 @@ MUTMUT = "3.8.1"  # the mutant names and function hashes are mutmut's: another v
 SURVIVED = 0  # mutmut's exit code of a mutant the tests pass with
 NO_TESTS = (5, 33)  # pytest found no test; no test of the selection reaches the function
 # the exit codes that are verdicts (mutmut.stats.status_by_exit_code): killed (1, 3), survived,
-# no tests, timeout (36, SIGXCPU), caught by the type check (37). Not kept: an interrupted run
-# (2), a process killed from outside (-9, -15), "suspicious", "skipped".
-VERDICTS = {0, 1, 3, 5, 33, 36, 37, -24, 24, 152, 255}
+# no tests, timeout (36, SIGXCPU), caught by the type check (37), a crash (-9: mutmut's kill
+# after SIGXCPU, or out of memory; -11). Not kept: an interrupted run (2), a run stopped from
+# outside (-15), "suspicious", "skipped".
+VERDICTS = {0, 1, 3, 5, 33, 36, 37, -24, 24, 152, 255, -9, -11}
 
 
 def _survived(code: int) -> bool:

@@ -11,7 +11,7 @@ Every mutant is put in one class:
   can be logic (a mode, a key, a field name) and counts like any other mutant;
 - ``equivalent``: listed in the equivalent file with its reason (docs/tests.md);
   does not count;
-- ``killed`` (mutmut's killed and timeout), ``survived``, ``no tests`` (no test of the
+- ``killed`` (mutmut's killed, timeout and segfault: a crash, -9 or -11), ``survived``, ``no tests`` (no test of the
   selection reaches the function: counted as not killed), anything else as mutmut says.
 
 score = killed / (every mutant - message - equivalent - not run yet). The survivors (``survived`` and
@@ -96,7 +96,7 @@ def classify(equivalent: dict[str, str]) -> tuple[dict[str, Counter[str]], list[
         engine = "fastpath" if "/fastpath/" in str(path) else "reference"
         for name, code in data.exit_code_by_key.items():
             status = status_by_exit_code[code]
-            if status == "timeout":
+            if status in ("timeout", "segfault"):  # the tests did not pass: the process ran out of time or crashed
                 status = "killed"
             if status not in ("killed", "not checked"):
                 diff = get_diff_for_mutant(name, path=path)

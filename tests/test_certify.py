@@ -265,6 +265,20 @@ def test_the_likeliest_continuation_search_looks_only_where_the_best_can_change(
     assert d.checked["searching the likeliest continuation"] == 6
     assert d.checked["comparing sequences with p_T"] == 3  # the root's tokens: only () is extended
 
+    # the likeliest continuation need not start with the likeliest token: after 0, token 1 (1/2)
+    # then 0 (1/2) reaches 1/4; token 2 (2/5) then 0 (5/8) reaches 1/4 too, a tie that the
+    # lex-first continuation (1, 0) wins. So the best is 3/5 * 1/4 = 3/20 at (0, 1, 0).
+    # ((1,) and (2,), deviation 3/10, reach at most 3/10 * 2/5 * 2/5 = 6/125 below them.)
+    tables = {"0": ["1/10", "1/2", "2/5"], "0,1": ["1/2", "1/2", "0"], "0,2": ["5/8", "3/8", "0"]}
+    second = load_case({**case, "target": {"*": case["target"]["*"], **tables}})
+    dev = max_deviation(second, {(0,): Fraction(1)})
+    assert (dev.value, dev.sequence, dev.continued, dev.target) == (
+        Fraction(3, 20),
+        (0, 1, 0),
+        Fraction(1, 4),
+        Fraction(1, 10),
+    )
+
     # a lossless law: every unextended prefix has deviation 0, which beats nothing: no search
     lossless = load_case({**case, "target": {"*": ["1/5", "1/2", "3/10"]}, "draft": {"*": ["1/2", "3/10", "1/5"]}})
     d = CountingDeadline()
@@ -350,9 +364,17 @@ def test_dead_nodes_are_skipped_and_lazy_groups_listed_at_the_end():
     assert count_joint_draws(inst) == naive_cycle_law(inst).joint_draws
     # beam 1 leaves a lazy group unexpanded in the counting pass too: its branch's joint draws are
     # divided among the group's trees, and stay an integer (a count, printed as one in the JSON)
-    narrow = hashed_instance(3, 0, policy="rheo", K=2, m=1, depth=2, budget=2, beam=1)
-    draws = count_joint_draws(narrow)
-    assert type(draws) is int and draws == naive_cycle_law(narrow).joint_draws
+    # (and with m = 0, the counting pass expands a lazy group: its branches split the count)
+    for narrow in (
+        hashed_instance(3, 0, policy="rheo", K=2, m=1, depth=2, budget=2, beam=1),
+        hashed_instance(3, 0, policy="rheo", K=2, m=0, depth=2, budget=2, beam=1),
+    ):
+        draws = count_joint_draws(narrow)
+        assert type(draws) is int and draws == naive_cycle_law(narrow).joint_draws
+    # budget 5: a node with 2 or 3 nodes ahead is not dead (its children can still be among
+    # the 5 kept), and must be expanded for the law to be right
+    wide = hashed_instance(3, 2, policy="rheo", K=2, m=0, depth=2, budget=5, beam=2)
+    assert class_cycle_law(wide, count_draws=False).law == naive_cycle_law(wide).law
 
 
 def test_certify_and_cycle_law_hand_the_deadline_to_every_phase():
@@ -391,3 +413,156 @@ def test_the_naive_enumerator_reads_the_deadline_in_each_phase():
     assert d.checked["summing the verified laws"] >= law.joint_draws  # each verified law has an output
     assert d.checked["verified nodes"] >= law.joint_draws
     assert inst.deadline is None  # given back after the enumeration
+
+
+def _dead_and_lazy():
+    """A generated case with dead nodes and lazy groups (see the test above)."""
+    from rheo.reference.generate import hashed_instance
+
+    return hashed_instance(3, 2, policy="rheo", K=2, m=1, depth=2, budget=3, beam=2)
+
+
+def test_the_class_enumerator_reads_the_deadline_in_each_phase():
+    """class_cycle_law under a deadline: the enumeration counts its branches (with their
+    shares summing to 1), its stack steps and its layers; the classes are verified under it,
+    their count known up front; the joint-draw counting pass runs under it too, and
+    multiplies the last layer's draws in without branching. A phase that dropped the
+    deadline would run unbounded under ``rheo exact --timeout``; a dropped count or share
+    would freeze its progress line."""
+    from rheo.reference.enumerate_classes import _Explorer
+
+    inst = _dead_and_lazy()
+    d = CountingDeadline()
+    law = class_cycle_law(inst, deadline=d)
+    assert law.joint_draws is not None and law.classes is not None and inst.deadline is None
+    branches = d.counts["class-enumerator branches"]
+    assert d.checked["class-enumerator branches"] == branches
+    assert d.shares["class-enumerator branches"] == pytest.approx(1.0)
+    assert d.checked["class-enumerator steps"] >= branches
+    assert d.counts["layers built"] == inst.config.depth - 1
+    unskipped = _Explorer(inst, skip_dead=False, on_leaf=lambda *leaf: None)
+    unskipped.run()
+    assert branches < unskipped.leaves  # class_cycle_law skips dead nodes
+    assert d.totals["classes verified"] == law.classes
+    assert d.checked["classes verified"] == law.classes and d.counts["classes verified"] == law.classes - 1
+    assert d.checked["summing the verified laws"] >= law.classes and d.checked["verified nodes"] >= law.classes
+    counted = d.counts["joint-draw counting branches"]
+    assert d.checked["joint-draw counting branches"] == counted and 1 <= counted < law.joint_draws
+    assert d.shares["joint-draw counting branches"] == pytest.approx(1.0)
+    assert None not in d.counts and None not in d.totals and None not in d.checked
+
+    # the counting pass skips no node either, but does not branch on the last layer's draws
+    from rheo.reference.enumerate_classes import count_joint_draws
+    from rheo.reference.generate import hashed_instance
+
+    last_layer = hashed_instance(3, 0, policy="rheo", K=2, m=0, depth=2, budget=2, beam=1)
+    d = CountingDeadline()
+    count_joint_draws(last_layer, d)
+    branching = _Explorer(last_layer, skip_dead=False, on_leaf=lambda *leaf: None)
+    branching.run()
+    assert d.counts["joint-draw counting branches"] < branching.leaves
+
+
+def test_the_class_enumerator_reads_the_laws_under_its_deadline(monkeypatch):
+    """Computing a node's laws (filters, ranks, residuals: loops over the vocabulary) is bounded
+    by the enumerator's deadline, through the instance, in both passes."""
+    from rheo.reference.enumerate_classes import count_joint_draws
+    from rheo.reference.instance import Instance
+
+    seen = []
+    node_laws = Instance.node_laws
+
+    def reading(self, prefix):
+        seen.append(self.deadline)
+        return node_laws(self, prefix)
+
+    monkeypatch.setattr(Instance, "node_laws", reading)
+    for count in (False, True):
+        d = CountingDeadline()
+        seen.clear()
+        if count:
+            count_joint_draws(_dead_and_lazy(), d)
+        else:
+            class_cycle_law(_dead_and_lazy(), count_draws=False, deadline=d)
+        assert seen and all(x is d for x in seen), count
+
+
+def test_the_joint_draw_count_has_its_own_cap_inside_the_deadline(monkeypatch):
+    """count_seconds caps the counting pass alone: a Deadline of min(count_seconds, what is
+    left of the deadline), with the deadline's progress, pace and heartbeat; without a deadline
+    a plain Deadline(count_seconds)."""
+    from rheo.reference import enumerate_classes
+
+    made: list[tuple] = []
+
+    class Spy(Deadline):
+        def __init__(self, seconds=None, *args):
+            made.append((seconds, args))
+            super().__init__(seconds, *args)
+
+    monkeypatch.setattr(enumerate_classes, "Deadline", Spy)
+    inst = _dead_and_lazy()
+    beat = lambda deadline, what: None
+    outer = Deadline(1000.0, print, 5.0, beat)
+    class_cycle_law(inst, deadline=outer, count_seconds=10**6)
+    ((seconds, args),) = made
+    assert 990 < seconds <= 1000 and args == (print, 5.0, beat)
+    made.clear()
+    class_cycle_law(inst, deadline=outer, count_seconds=7.0)
+    assert made == [(7.0, (print, 5.0, beat))]
+    made.clear()
+    class_cycle_law(inst, count_seconds=7.0)
+    assert made == [(7.0, ())]
+
+
+def test_the_class_enumerator_groups_each_prefix_once_and_paces_the_grouping(monkeypatch):
+    """The draw groups at a prefix are a function of the prefix: made once, then reused in
+    every branch that expands a node there. Making them reads the deadline once per entry of
+    each loop: the residual support, the draws (twice: singles, then the tail beyond the fills),
+    with the "self" proxy the tail again (split by q), and the tail's masses after the first
+    (the group's total)."""
+    from collections import Counter
+
+    from rheo.reference import enumerate_classes
+    from rheo.reference.enumerate_classes import _Explorer
+    from rheo.reference.generate import hashed_instance
+
+    made: Counter = Counter()
+    make = _Explorer._make_groups
+
+    def counting(self, laws):
+        made[laws.prefix] += 1
+        return make(self, laws)
+
+    used: Counter = Counter()
+    groups = _Explorer._groups
+
+    def using(self, laws):
+        used[laws.prefix] += 1
+        return groups(self, laws)
+
+    monkeypatch.setattr(enumerate_classes._Explorer, "_make_groups", counting)
+    monkeypatch.setattr(enumerate_classes._Explorer, "_groups", using)
+    many = hashed_instance(4, 1, policy="rheo", K=3, m=1, depth=3, budget=4, beam=2)  # 72 branches
+    class_cycle_law(many, count_draws=False)
+    assert set(made) == set(used) and set(made.values()) == {1} and max(used.values()) > 1
+    monkeypatch.undo()
+
+    for proxy in ("rheo", "self"):
+        inst = hashed_instance(4, 1, policy="rheo", K=2, m=1, depth=1, budget=2, proxy=proxy)
+        laws = inst.node_laws(())
+        rs, f = laws.residual_support, laws.fill_count
+        tail = [u for u, _ in laws.draws if rs.index(u) >= f]
+        parts = (
+            [tail]
+            if proxy == "rheo"
+            else list({laws.q[u]: [t for t in tail if laws.q[t] == laws.q[u]] for u in tail}.values())
+        )
+        assert len(tail) >= 2 and (proxy == "rheo" or any(len(p) >= 2 for p in parts) or len(parts) >= 2)
+        d = CountingDeadline()
+        groups = _Explorer(inst, skip_dead=True, on_leaf=lambda *leaf: None, deadline=d)._make_groups(laws)
+        by_q = len(tail) if proxy == "self" else 0
+        assert d.checks == len(rs) + 2 * len(laws.draws) + by_q + sum(len(p) - 1 for p in parts), proxy
+        assert sorted(len(tokens) for tokens, _, _ in groups) == sorted(
+            [1] * (len(laws.draws) - len(tail)) + [len(p) for p in parts]
+        )

@@ -58,7 +58,7 @@ def test_save_keeps_decided_verdicts_and_drops_those_of_changed_functions(ledger
         {
             "src/rheo/reference/numbers.py": _meta(
                 {N + "x_f__mutmut_1": 1, N + "x_f__mutmut_2": 0, N + "x_g__mutmut_1": None, N + "xǁAǁb__mutmut_1": 1}
-                | {N + "x_g__mutmut_2": 2, N + "x_g__mutmut_3": -9},  # interrupted, killed from outside: no verdict
+                | {N + "x_g__mutmut_2": 2, N + "x_g__mutmut_3": -15},  # interrupted, stopped from outside: no verdict
                 {"x_f": "f1", "x_g": "g1", "xǁAǁb": "b1"},
             )
         },

@@ -102,6 +102,8 @@ def test_min_p_and_top_p_on_a_one_token_vocabulary_keep_the_token():
     assert keep_min_p((F(1),), F(1, 2)) == (F(1),)
     for top_p in (F(1, 2), F(1)):
         assert keep_top_p((F(1),), top_p) == (F(1),) and keep_top_p((1.0,), float(top_p)) == (1.0,)
+    assert keep_top_k((F(1),), 1) == (F(1),) and keep_top_k((1.0,), 3) == (1.0,)
+    assert positive_part_difference((F(1),), (F(1),)) == [0] and positive_part_difference((1.0,), (0.5,)) == [0.5]
 
 
 def test_case_errors_keep_their_field_message_and_list():

@@ -136,3 +136,17 @@ def test_a_walk_reads_the_deadline_in_each_rejection():
     d.checked.clear()
     assert walk(inst, tree.labelled, UniformChooser(u)) == ((2,), [])
     assert d.checked == {"in a loop over a law's entries": 10}
+
+
+def test_labelled_trees_are_equal_exactly_when_their_labels_are():
+    """The class enumerator merges joint draws by labelled tree (a dict key): two trees are
+    equal, whatever the order their nodes were listed in, exactly when their (slot path, token,
+    kind) labels are; a tree is never equal to something that is not one."""
+    from rheo.reference.tree import LabelledTree
+
+    a = LabelledTree([((0,), 2, "lead"), ((1,), 0, "sample")])
+    assert a == LabelledTree([((1,), 0, "sample"), ((0,), 2, "lead")]) and hash(a) == hash(LabelledTree(a.nodes))
+    assert a != LabelledTree([((0,), 2, "lead"), ((1,), 1, "sample")])
+    assert a != LabelledTree([((0,), 2, "lead")])
+    assert a != a.nodes and a != None  # noqa: E711  (== with a non-tree: False, not an error)
+    assert len({a, LabelledTree(reversed(a.nodes)), LabelledTree([((0,), 2, "lead")])}) == 2
