@@ -27,10 +27,12 @@ Output = tuple[int, ...]  # a cycle output o: the accepted tokens and the final 
 
 
 class Step(NamedTuple):
-    kind: str  # "stochastic" | "det"
+    """One verification step at a node: the stochastic step (the sample child, checked against
+    the draft's residual ``law``, r) or a deterministic one (a lead or fill child: ``law`` None)."""
+
     slot: int
     token: int
-    law: Law | None  # r used by a stochastic step
+    law: Law | None
 
 
 def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -> list[Step]:
@@ -39,7 +41,7 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
     c = inst.config
     sample = next((k for k in kids if k[2] == "sample"), None)
     if c.policy == "topk" or sample is None:
-        return [Step("det", s, t, None) for s, t, _ in kids]
+        return [Step(s, t, None) for s, t, _ in kids]
     laws = inst.node_laws(prefix)
     r = laws.residual
     if c.draft_law == "dense":
@@ -60,10 +62,10 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
         if y in band or y == x_star:
             y = x_star
         y_slot = next(s for s, t, _ in kids if t == y)
-        stochastic = Step("stochastic", y_slot, y, r)
-        return [stochastic] + [Step("det", s, t, None) for s, t, _ in kids if t != y]
-    stochastic = Step("stochastic", sample[0], y, r)
-    dets = [Step("det", s, t, None) for s, t, kind in kids if kind != "sample"]
+        stochastic = Step(y_slot, y, r)
+        return [stochastic] + [Step(s, t, None) for s, t, _ in kids if t != y]
+    stochastic = Step(sample[0], y, r)
+    dets = [Step(s, t, None) for s, t, kind in kids if kind != "sample"]
     if c.verify == "sample_last":
         return dets + [stochastic]
     return [stochastic] + dets
@@ -71,8 +73,7 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
 
 def _after_rejection(w: Law, step: Step, deadline: Deadline | None = None) -> Law | None:
     """Residual target law after rejecting ``step`` (docs/spec.md §4 steps 3 and 4)."""
-    if step.kind == "stochastic":
-        assert step.law is not None  # a stochastic step carries its r
+    if step.law is not None:  # the stochastic step
         rest = positive_part_difference(w, step.law, deadline)
     else:
         rest = list(w)
@@ -84,8 +85,7 @@ def _after_rejection(w: Law, step: Step, deadline: Deadline | None = None) -> La
 
 
 def _acceptance(w: Law, step: Step, one: Number) -> Number:
-    if step.kind == "stochastic":
-        assert step.law is not None  # a stochastic step carries its r
+    if step.law is not None:  # the stochastic step
         return min(one, w[step.token] / step.law[step.token])
     return w[step.token]
 
@@ -113,18 +113,17 @@ def _node_law(inst: Instance, tree: LabelledTree, path: SlotPath, prefix: Prefix
         a = _acceptance(w, step, one)
         if a > 0:
             sub = yield _node_law(inst, tree, path + (step.slot,), prefix + (step.token,))
-            for seq, pr in paced(sub.items(), deadline):
-                key = (step.token,) + seq
-                out[key] = out.get(key, 0) + mass * a * pr
+            for seq, pr in paced(sub.items(), deadline):  # each step its own token: keys not seen before
+                out[(step.token,) + seq] = mass * a * pr
         mass = mass * (one - a)
         if not mass > 0:
             return out
         w = _after_rejection(w, step, deadline)
         if w is None:
             return out
-    for t, x in enumerate(paced(w, deadline)):  # step 5: correction token
+    for t, x in enumerate(paced(w, deadline)):  # step 5: correction token (the only outputs of length 1)
         if x > 0:
-            out[(t,)] = out.get((t,), 0) + mass * x
+            out[(t,)] = mass * x
     return out
 
 
@@ -149,7 +148,7 @@ def walk(inst: Instance, tree: LabelledTree, chooser: Chooser) -> tuple[Output, 
         j = 0
         for step in steps_at(inst, prefix, kids):
             a = _acceptance(w, step, one)
-            if step.kind == "stochastic":
+            if step.law is not None:  # the stochastic step
                 ok = chooser.coin(("sample", d), a)
             else:
                 ok = chooser.coin(("det", d, j), a)

@@ -514,6 +514,14 @@ def test_the_joint_draw_count_has_its_own_cap_inside_the_deadline(monkeypatch):
     class_cycle_law(inst, count_seconds=7.0)
     assert made == [(7.0, ())]
 
+    # a cap already spent: the count is given up (None), the law is kept, and the deadline
+    # is read once more to tell its own expiry from the cap's
+    monkeypatch.undo()
+    d = CountingDeadline()
+    law = class_cycle_law(inst, deadline=d, count_seconds=0.0)
+    assert law.joint_draws is None and law.law == class_cycle_law(inst, count_draws=False).law
+    assert d.checked["while counting joint draws"] == 1 and "while counting joint draws" not in d.counts
+
 
 def test_the_class_enumerator_groups_each_prefix_once_and_paces_the_grouping(monkeypatch):
     """The draw groups at a prefix are a function of the prefix: made once, then reused in
