@@ -42,7 +42,7 @@ reference_tests=(
   tests/test_worked_numbers.py tests/test_self_check.py tests/test_numbers.py tests/test_instance.py
   tests/test_certify.py tests/test_sampling.py tests/test_simulator.py tests/test_corpus.py
   tests/test_params.py tests/test_estimate.py tests/test_deadline.py tests/test_choices.py tests/test_generate.py
-  tests/test_sampling_input.py tests/test_docstrings.py proofs_tests
+  tests/test_sampling_input.py tests/test_docstrings.py tests/test_verify.py proofs_tests
 )
 # Hypothesis searches for counterexamples of the wrong-on-purpose variants: 46 of the
 # selection's 90 s, spent again on every survivor; the corpus replays their counterexamples
