@@ -54,8 +54,8 @@ def steps_at(inst: Instance, prefix: Prefix, kids: list[tuple[int, int, str]]) -
         b = sum(1 for k in kids if k[2] == "fill")
         band = laws.residual_support[:b]
         x_star = laws.residual_support[b]
-        zero = r[0] * 0
-        band_mass = sum((r[u] for u in band), zero)
+        zero = inst.zero
+        band_mass = sum(r[u] for u in band)  # an int 0 for an empty band: x + 0 keeps x's type
         r = tuple(
             zero if i in band else (x + band_mass if i == x_star else x) for i, x in enumerate(paced(r, inst.deadline))
         )

@@ -104,3 +104,20 @@ def test_an_instance_keeps_the_deadline_it_was_made_with():
     d = Deadline(60)
     inst = make_instance(2, ["1/2"] * 2, ["1/2"] * 2, deadline=d, policy="topk", K=1, depth=1, budget=1)
     assert inst.deadline is d
+
+
+def test_run_stack_counts_its_calls_under_its_name():
+    """One deadline check per nested call, with the count of calls so far (progress lines),
+    under the name given ("steps" by default)."""
+    from rheo.reference.stack import run_stack
+
+    def depth_sum(k):
+        if k == 0:
+            return 0
+        below = yield depth_sum(k - 1)
+        return k + below
+
+    for what, args in [("steps", ()), ("verified nodes", ("verified nodes",))]:
+        d = CountingDeadline()
+        assert run_stack(depth_sum(4), d, *args) == 10
+        assert d.checked == {what: 4} and d.counts[what] == 4

@@ -150,3 +150,4 @@ def test_labelled_trees_are_equal_exactly_when_their_labels_are():
     assert a != LabelledTree([((0,), 2, "lead")])
     assert a != a.nodes and a != None  # noqa: E711  (== with a non-tree: False, not an error)
     assert len({a, LabelledTree(reversed(a.nodes)), LabelledTree([((0,), 2, "lead")])}) == 2
+    assert hash(a) != hash(LabelledTree([((0,), 2, "lead")]))  # the hash reads the labels (a dict key)

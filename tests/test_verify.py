@@ -66,3 +66,37 @@ def test_the_verification_reads_the_deadline_in_each_loop():
         verification_law(inst, tree)
     assert d.checked[LOOP] == 3 + 2 + 2 * (2 + 3) + 3
     assert d.checked["verified nodes"] >= 1
+
+
+def test_the_class_law_verifier_goes_below_the_child_it_accepts():
+    """verify "class_law" moves the sample's mass onto x* and checks x* first; whichever child
+    it accepts (x*'s slot for the stochastic step, a lead's slot for a deterministic one), the
+    verification carries on below that child: at depth 2 some outputs have 3 tokens, below a
+    sample child and below a lead, and every output runs along a path of the tree. Rebuilding
+    r reads the deadline once per entry."""
+    from rheo.reference import class_cycle_law
+    from rheo.reference.generate import hashed_instance
+    from rheo.reference.verify import steps_at
+
+    inst = hashed_instance(3, 0, policy="rheo", K=2, m=1, depth=2, budget=4, beam=2, verify="class_law")
+    below = set()
+    for tree in class_cycle_law(inst, count_draws=False).trees:
+        kind = {token_path: k for token_path, k in _token_paths(tree)}
+        for output in verification_law(inst, tree):
+            assert all(output[:k] in kind for k in range(1, len(output))), output
+            if len(output) == 3:
+                below.add(kind[output[:1]])
+        kids = tree.children(())
+        if any(k == "sample" for _, _, k in kids):
+            d = CountingDeadline()
+            with inst.bounded(d):
+                steps = steps_at(inst, (), kids)
+            assert d.checks == 3 and steps[0].law is not None and {s.slot for s in steps} <= {s for s, _, _ in kids}
+    assert below == {"lead", "sample"}
+
+
+def _token_paths(tree):
+    """(token path, kind) of every node of a labelled tree."""
+    token_of = {path: (token, kind) for path, token, kind in tree.nodes}
+    for path in token_of:
+        yield tuple(token_of[path[:k]][0] for k in range(1, len(path) + 1)), token_of[path][1]
