@@ -239,3 +239,32 @@ def test_raw_logits_are_checked_once_per_prefix_and_at_every_prefix(monkeypatch)
     with pytest.raises(CaseError) as err:
         inst.raw_target_logits((1,))
     assert err.value.field == 'target_logits["1"][0]'
+
+
+def test_the_target_law_is_computed_under_the_instance_deadline():
+    """p_T at a prefix is the tempered law through the filters, and both stages read the
+    instance's deadline: its checks are exactly those of temper plus those of apply_filters."""
+    from rheo.reference.numbers import apply_filters, temper
+
+    from .deadlines import CountingDeadline
+
+    inst = make_instance(
+        4,
+        ["2/5", "3/10", "1/5", "1/10"],
+        ["1/4"] * 4,
+        policy="rheo",
+        K=2,
+        m=1,
+        depth=1,
+        budget=2,
+        temperature="1/2",
+        target_top_k=3,
+    )
+    base = inst.base_target_law(())  # checked (and cached as checked) here
+    t, f = CountingDeadline(), CountingDeadline()
+    apply_filters(temper(base, inst.config.temperature, t), inst.config.target_filters, f)
+    d = CountingDeadline()
+    with inst.bounded(d):
+        law = inst.target_law(())
+    assert law == apply_filters(temper(base, inst.config.temperature), inst.config.target_filters)
+    assert t.checks > 0 and f.checks > 0 and d.checks == t.checks + f.checks

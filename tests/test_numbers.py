@@ -90,6 +90,9 @@ def test_every_loop_over_a_law_reads_the_deadline():
         (lambda d: temper(vec, Temperature.parse("1/2", exact=True), d), n + 2 * n - 1),
         (lambda d: temper(vec, Temperature.parse("0", exact=True), d), n - 1),
         (lambda d: positive_part_difference(vec, tuple(reversed(vec)), d), n),
+        # the filters in their order, each with its own count: top_k 2 (as above), then top_p 1/2
+        # on (4/7, 3/7, 0, 0) keeps 1 ranked token (no check between kept tokens), then min_p
+        (lambda d: apply_filters(vec, TargetFilters(top_k=2, top_p=F(1, 2), min_p=F(1, 2)), d), 3 * (4 * n - 1)),
     ]
     for run, checks in cases:
         deadline = CountingDeadline()
