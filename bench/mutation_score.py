@@ -122,6 +122,7 @@ def main(argv: list[str]) -> int:
         "--rechecked", type=Path, nargs="+", default=[], help="bench/recheck_survivors.py's verdicts: their kills count"
     )
     ap.add_argument("--survivors", action="store_true", help="print every survivor's diff")
+    ap.add_argument("--markdown", type=Path, help="write the survivors as a table (docs/mutation_survivors.md)")
     args = ap.parse_args(argv)
     per_engine, found = classify(read_equivalent(args.equivalent))
     rechecked: dict[str, dict[str, object]] = {}
@@ -140,6 +141,7 @@ def main(argv: list[str]) -> int:
     if not per_engine:
         print("no mutmut results here: run bench/mutants.sh")
         return 2
+    summary: list[str] = []
     classes: Counter[str] = Counter()
     for c in per_engine.values():
         classes.update(c)
@@ -152,16 +154,50 @@ def main(argv: list[str]) -> int:
             for k, v in sorted(c.items())
             if v and k not in ("killed", "message", "equivalent", "not checked")
         )
-        print(
+        summary.append(
             f"{engine}: {sum(c.values())} mutants, {c['message']} message strings, {c['equivalent']} equivalent "
             f"and {c['not checked']} not (yet) run not counted; killed {killed} of {counted}: score {score:.1f}%"
             + (f" ({rest})" if rest else "")
         )
+        print(summary[-1])
     for name, status, diff in left:
         print(f"\n# {name}: {status}")
         if args.survivors:
             print(diff)
+    if args.markdown:
+        args.markdown.write_text(markdown(left, rechecked, summary))
     return 0
+
+
+def change(diff: str, width: int = 160) -> str:
+    """A diff's first removed and first added line, as ``old -> new``, cut to ``width``."""
+    removed = next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")), "")
+    added = next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")), "")
+    text = f"{removed} -> {added}"[:width]
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def markdown(left: list[tuple[str, str, str]], rechecked: dict[str, dict[str, object]], summary: list[str]) -> str:
+    """docs/mutation_survivors.md: every survivor left, with how far it was checked."""
+    lines = [
+        "# Mutation-testing survivors (generated)",
+        "",
+        "Written by `bench/mutation_score.py --markdown` in a `bench/mutants.sh` run's mapped tree",
+        '(docs/tests.md, "Mutation testing", has the command): the mutants that are not equivalent',
+        "(bench/equivalent_mutants.txt), not a message, and not killed by the run or by",
+        '`bench/recheck_survivors.py`. "rechecked, survived": the current tests ran against it and it lived;',
+        '"not rechecked": it survived the tests of its run.',
+        "",
+        *[f"    {line}" for line in summary],
+        "",
+        "| mutant | status | the change (first 160 characters) |",
+        "|---|---|---|",
+    ]
+    for name, status, diff in left:
+        how = "rechecked, survived" if name in rechecked else "not rechecked"
+        short = name.removeprefix("rheo.")
+        lines.append(f"| `{short}` | {status}, {how} | `{change(diff)}` |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
