@@ -283,3 +283,15 @@ def test_every_token_id_is_named_by_its_field():
         ("allowed_token_ids[0]", 5),
         ("eos_token_id[0]", 6),
     ]
+
+
+def test_a_bad_prefix_key_names_its_field():
+    """A prefix key that is not token ids joined by "," names the field it came from, "prefix"
+    when the caller gives none."""
+    from rheo.reference.params import parse_prefix
+
+    assert parse_prefix("3") == (3,) and parse_prefix("0,2") == (0, 2) and parse_prefix("") == ()
+    for args, field in [(("0,x",), "prefix"), (("a", 'target["a"]'), 'target["a"]')]:
+        with pytest.raises(CaseError) as err:
+            parse_prefix(*args)
+        assert err.value.field == field and "token ids joined by" in err.value.message
