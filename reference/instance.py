@@ -86,14 +86,11 @@ class NodeLaws:
     fill_count: int
     dense_residual: Law | None = None
     untempered_residual: Law | None = None
-    kinds: str = "rheo"
 
     def pool(self, y: int | None = None) -> list[tuple[int, int, str, Number]]:
         """The children (slot, token, kind, factor) of this node for draw Y = y (docs/spec.md §2)."""
-        if self.kinds == "topk":
-            return [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
         out = [(s, x, "lead", self.q[x]) for s, x in enumerate(self.leads)]
-        if y is None:
+        if y is None:  # Top-K, or nothing to draw: the leads alone
             return out
         m = len(self.leads)
         out.append((m, y, "sample", self.sample_factor(y)))
@@ -238,7 +235,7 @@ class Instance:
         ranked = rank_order(q, d)
         zero = q[0] * 0
         if c.policy == "topk":
-            return NodeLaws(prefix, q, ranked, ranked[: c.K], [], None, [], None, 0, kinds="topk")
+            return NodeLaws(prefix, q, ranked, ranked[: c.K], [], None, [], None, 0)
         m = c.m
         assert m is not None  # Params requires m when policy is "rheo"
         leads = ranked[:m]
@@ -270,7 +267,7 @@ class Instance:
         if p.kind == "rheo":
             assert c.m is not None  # Params requires m when policy is "rheo"
             if c.m >= 1:
-                z = one - sum((q[x] for x in laws.leads), self.zero)
+                z = one - sum(q[x] for x in laws.leads)  # m >= 1 leads: a sum of numbers of this arithmetic
                 return min(q[laws.leads[-1]], z)
             return min(q[ranked[0]] + c.epsilon, one)
         if p.kind == "constant":

@@ -43,7 +43,7 @@ class Node(NamedTuple):
         return self.prefix[-1]
 
 
-def order_key(score: Number, slot_path: SlotPath, prefix: Prefix, tie_break: str = "slot") -> OrderKey:
+def order_key(score: Number, slot_path: SlotPath, prefix: Prefix, tie_break: str) -> OrderKey:
     """(score desc, depth asc, slot path asc); tie_break "token" uses the token path
     instead of the slot path (a wrong-on-purpose variant)."""
     return (-score, len(slot_path), slot_path if tie_break == "slot" else prefix)

@@ -268,3 +268,17 @@ def test_the_target_law_is_computed_under_the_instance_deadline():
         law = inst.target_law(())
     assert law == apply_filters(temper(base, inst.config.temperature), inst.config.target_filters)
     assert t.checks > 0 and f.checks > 0 and d.checks == t.checks + f.checks
+
+
+def test_a_per_prefix_proxy_falls_back_to_its_default_and_names_a_missing_prefix():
+    """proxy {"per_prefix": {...}}: the value listed at a prefix, else the "*" default; a prefix
+    with neither is refused when the computation reaches it, naming the prefix."""
+    table = {"": "1/2", "*": "1/4"}
+    config = dict(policy="rheo", K=2, m=0, depth=2, budget=2)
+    listed = make_instance(3, ["1/3"] * 3, ["1/2", "1/4", "1/4"], proxy={"per_prefix": table}, **config)
+    assert listed.node_laws(()).proxy == F(1, 2) and listed.node_laws((1,)).proxy == F(1, 4)
+    bare = make_instance(3, ["1/3"] * 3, ["1/2", "1/4", "1/4"], proxy={"per_prefix": {"": "1/2"}}, **config)
+    assert bare.node_laws(()).proxy == F(1, 2)
+    with pytest.raises(CaseError) as err:
+        bare.node_laws((1,))
+    assert err.value.field == 'proxy.per_prefix["1"]' and 'give it or a "*" default' in err.value.message
