@@ -282,3 +282,21 @@ def test_a_per_prefix_proxy_falls_back_to_its_default_and_names_a_missing_prefix
     with pytest.raises(CaseError) as err:
         bare.node_laws((1,))
     assert err.value.field == 'proxy.per_prefix["1"]' and 'give it or a "*" default' in err.value.message
+
+
+def test_a_callable_proxy_is_asked_at_each_prefix_with_its_laws():
+    """proxy=fn (the Python API): fn(prefix, node laws) gives the sample's factor at each
+    node; it sees the prefix and that node's laws (here it returns q of the first lead plus
+    a tenth of the prefix's length, so a wrong argument shows)."""
+    from rheo.reference.params import Proxy
+
+    asked = []
+
+    def fn(prefix, laws):
+        asked.append((prefix, laws.prefix))
+        return laws.q[laws.leads[0]] + F(len(prefix), 10)
+
+    config = dict(policy="rheo", K=2, m=1, depth=2, budget=2)
+    inst = make_instance(3, ["1/3"] * 3, ["1/2", "1/4", "1/4"], proxy=Proxy("callable", fn=fn), **config)
+    assert inst.node_laws(()).proxy == F(1, 2) and inst.node_laws((2,)).proxy == F(1, 2) + F(1, 10)
+    assert asked == [((), ()), ((2,), (2,))]
