@@ -55,7 +55,11 @@ def test_float64_is_lossless(case):
 @given(cases(cap=300, dyadic_draft=True))
 def test_float64_agrees_with_exact_when_scores_are_float_exact(case):
     """With dyadic draft laws every path score is exact in float64, so both arithmetics
-    build the same trees (see the next test for what happens otherwise)."""
+    build the same trees (see the next test for what happens otherwise). Not with draft_top_k:
+    it renormalizes the kept entries, (1/4, 1/8) to (2/3, 1/3), and the scores are no longer
+    float-exact (Hypothesis found such a case: Top-K, draft_top_k 2, equal class counts, one
+    tree different), so it is left out here."""
+    case = {k: v for k, v in case.items() if k != "draft_top_k"}
     exact = certify(load_case(case), count_draws=False)
     fl = certify(load_case({**case, "arithmetic": "float64"}), count_draws=False)
     assert fl.lossless and float(fl.deviation.value) <= 1e-12
