@@ -282,11 +282,10 @@ class Instance:
                     'the computation needs a proxy value at this prefix; give it or a "*" default',
                 )
             return v
-        if p.kind == "callable":
-            assert p.fn is not None  # Params reads a callable proxy with its function
-            value: Number = p.fn(prefix, laws)
-            return value
-        raise CaseError("proxy", f"unknown proxy kind {p.kind!r}")
+        # "callable", the last identity-independent kind ("self" has no proxy; Params refuses any other)
+        assert p.kind == "callable" and p.fn is not None, p.kind
+        value: Number = p.fn(prefix, laws)
+        return value
 
     def rank_bound(self, prefix: Prefix) -> Number | None:
         """q(x_{m+1}) at this node: Lemma 1's lower bound for an identity-independent proxy."""

@@ -300,3 +300,96 @@ def test_a_callable_proxy_is_asked_at_each_prefix_with_its_laws():
     inst = make_instance(3, ["1/3"] * 3, ["1/2", "1/4", "1/4"], proxy=Proxy("callable", fn=fn), **config)
     assert inst.node_laws(()).proxy == F(1, 2) and inst.node_laws((2,)).proxy == F(1, 2) + F(1, 10)
     assert asked == [((), ()), ((2,), (2,))]
+
+
+NODE_CASES = {
+    "topk, draft_top_k 3": dict(policy="topk", K=2, draft_top_k=3),
+    "rheo, T 1/2": dict(K=3, m=1, temperature="1/2"),
+    "rheo, dense draft law": dict(K=3, m=1, temperature="1/2", draft_law="dense"),
+    "rheo, untempered draft law": dict(K=3, m=1, temperature="1/2", draft_law="untempered"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NODE_CASES))
+def test_the_node_laws_are_computed_under_the_instance_deadline(name):
+    """Every loop that makes a node's laws reads the instance's deadline (``rheo exact`` stops
+    in the middle of a huge vocabulary): the checks are exactly those of its stages, each
+    counted on its own: reading the draft law once, draft_top_k, the ranking, the residual's
+    restriction (one per entry) and tempering, the draws (one per residual token), and the
+    dense or untempered residual of a control. A stage that drops the deadline lowers the
+    count; a law checked twice, or not at all, changes it too. Which an already-expired
+    deadline would not show: the first stage would stop it."""
+    from rheo.reference.instance import check_law
+    from rheo.reference.numbers import keep_top_k, rank_order, temper
+    from rheo.reference.params import UNTEMPERED
+
+    from .deadlines import CountingDeadline
+
+    q_raw = (F(2, 5), F(1, 5), F(3, 10), F(1, 10))
+    n = len(q_raw)
+    i = inst([str(x) for x in q_raw], **NODE_CASES[name])
+    c = i.config
+    _ = i.one  # the target law at the root, read (and checked) before the count
+
+    def checks(run):
+        d = CountingDeadline()
+        run(d)
+        return d.checks
+
+    expected = checks(lambda d: check_law(q_raw, n, True, "draft", d))
+    q = keep_top_k(q_raw, c.draft_top_k) if c.draft_top_k is not None else q_raw
+    expected += checks(lambda d: keep_top_k(q_raw, c.draft_top_k, d)) if c.draft_top_k is not None else 0
+    expected += checks(lambda d: rank_order(q, d))
+    if c.policy == "rheo":
+        support = rank_order(q)[c.m :]
+        restricted = [x if t in support else 0 for t, x in enumerate(q)]
+        expected += n + checks(lambda d: temper(restricted, c.temperature, d)) + len(support)
+        if c.draft_law == "dense":
+            dense = [0 if t in rank_order(q)[: c.m] else x for t, x in enumerate(q_raw)]
+            expected += n + checks(lambda d: temper(dense, c.temperature, d))
+        if c.draft_law == "untempered":
+            expected += n + checks(lambda d: temper(restricted, UNTEMPERED, d))
+    d = CountingDeadline()
+    with i.bounded(d):
+        laws = i.node_laws(())
+    assert laws.prefix == () and laws.ranked == rank_order(q)
+    assert d.checks == expected, (d.checks, expected)
+    with i.bounded(d):
+        i.node_laws(())  # made once per prefix
+    assert d.checks == expected
+
+
+def test_the_node_laws_of_topk_and_of_a_node_with_no_residual():
+    """The fields a Top-K node and a Rheo node whose leads take every positive token carry:
+    no residual, no draws, and the fill count (0 for Top-K; K - m - 1 for Rheo, here
+    4 - 2 - 1 = 1, though nothing is left to fill with)."""
+    topk = inst(["2/5", "1/5", "3/10", "1/10"], policy="topk", K=2).node_laws((1,))
+    assert (topk.prefix, topk.ranked, topk.leads) == ((1,), [0, 2, 1, 3], [0, 2])
+    assert (topk.residual_support, topk.residual, topk.draws, topk.proxy, topk.fill_count) == ([], None, [], None, 0)
+    short = inst(["1/2", "1/2", "0", "0"], K=4, m=2).node_laws((0,))
+    assert (short.prefix, short.ranked, short.leads) == ((0,), [0, 1], [0, 1])
+    empty = (short.residual_support, short.residual, short.draws, short.proxy, short.fill_count)
+    assert empty == ([], None, [], None, 1)
+
+
+def test_each_law_is_checked_once_per_table_and_prefix():
+    """A table law is checked the first time the computation reads it at a prefix, and only
+    then: a bad law at a later prefix is refused with its field even after other prefixes
+    (and the other table) were checked, and reading the same law again reads no deadline."""
+    from .deadlines import CountingDeadline
+
+    def draft(prefix):
+        return (F(1, 2), F(1, 2), F(0)) if prefix != (2,) else (F(1, 2), F(1, 2), F(1, 2))
+
+    i = make_instance(3, ["1/3"] * 3, draft, policy="rheo", K=2, m=1, depth=2, budget=2)
+    _ = i.one
+    d = CountingDeadline()
+    with i.bounded(d):
+        i._checked_law(i.draft, ())
+        first = d.checks
+        i._checked_law(i.draft, ())
+    assert first == 2 * 3 and d.checks == first
+    i.node_laws((1,))
+    with pytest.raises(CaseError) as err:
+        i.node_laws((2,))
+    assert err.value.field == 'draft["2"]' and "must sum to exactly 1" in err.value.message

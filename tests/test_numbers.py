@@ -119,3 +119,25 @@ def test_case_errors_keep_their_field_message_and_list():
 def test_numbers_for_json():
     assert fmt_number(F(3), True) == "3" and fmt_number(F(-6, 4), True) == "-3/2" and fmt_number(F(1, 2), True) == "1/2"
     assert fmt_number(F(1, 4), False) == 0.25 and isinstance(fmt_number(F(1), False), float)
+
+
+def test_rank_order_of_a_long_law_under_a_deadline_sorts_runs_and_merges_them():
+    """More than RANK_RUN positive entries under a deadline: the order is found by sorting runs
+    of RANK_RUN ids and merging them, and it is the same order (mass desc, id asc, zeros left
+    out) as one sort. The deadline is read once per entry scanned, once per run, and once per
+    id merged; at exactly RANK_RUN positive entries there is one sort, read once per entry."""
+    from rheo.reference.numbers import RANK_RUN
+
+    n = 2 * RANK_RUN + 200
+    vec = [F(i * 7919 % 97, 97) for i in range(n)]  # ties between equal masses; every 97th is 0
+    ids = [i for i in range(n) if vec[i] > 0]
+    assert len(ids) > 2 * RANK_RUN
+    one_sort = sorted(ids, key=lambda i: (-vec[i], i))
+    deadline = CountingDeadline()
+    assert rank_order(vec, deadline) == one_sort == rank_order(vec)
+    runs = -(-len(ids) // RANK_RUN)
+    assert runs == 3 and deadline.checks == n + runs + len(ids)
+    assert deadline.checked["ranking tokens"] == runs
+    exact_run = [F(1)] * RANK_RUN + [F(0)] * 3
+    deadline = CountingDeadline()
+    assert rank_order(exact_run, deadline) == list(range(RANK_RUN)) and deadline.checks == RANK_RUN + 3

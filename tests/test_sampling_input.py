@@ -47,6 +47,30 @@ NEG = -math.inf
             'sequence_bias["0,1"]',
             "must be a number, got 'x'",
         ),
+        (
+            lambda: SamplingParameters(repetition_penalty_form="square"),
+            "repetition_penalty_form",
+            "must be one of 'sign', 'divide', got 'square'",
+        ),
+        (
+            lambda: SamplingParameters(bad_words_scope="prompt"),
+            "bad_words_scope",
+            "must be one of 'prompt_and_generated', 'generated', got 'prompt'",
+        ),
+        (lambda: SamplingParameters(min_tokens=-1), "min_tokens", "must be an integer >= 0, got -1"),
+        (lambda: SamplingParameters(min_tokens=True), "min_tokens", "must be an integer >= 0, got True"),
+        (lambda: SamplingParameters(min_tokens=1.5), "min_tokens", "must be an integer >= 0, got 1.5"),
+        (lambda: SamplingParameters(no_repeat_ngram_size=0), "no_repeat_ngram_size", "must be an integer >= 1, got 0"),
+        (
+            lambda: SamplingParameters(min_tokens=1),
+            "eos_token_id",
+            "is required when min_tokens > 0: the end-of-sequence id(s) it holds back",
+        ),
+        (
+            lambda: SamplingParameters(allowed_token_ids=()),
+            "allowed_token_ids",
+            "must list one or more token ids (leave it out to allow every token)",
+        ),
     ],
 )
 def test_each_reader_names_its_field(call, field, message):
