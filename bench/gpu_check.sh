@@ -7,22 +7,25 @@
 #      (`rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath`: 1,000,000 cycles per
 #      case, and V = 32,000), whose detail gives the cycles per second on the device.
 # The lent machine has a CUDA torch, numpy, scipy, sympy, hypothesis and pytest already and
-# no network, hence --no-deps. Results go to $OUT (or ./gpu-results) as well as stdout.
+# no network, hence --no-deps (jsonschema and pytest>=9, which reads the `strict` ini key, travel
+# as wheels: docs/tests.md). pytest runs with addopts overridden: the notebooks' --nbmake is not
+# installed there and the gpu tests need none of it. Each step has its own time limit, so one
+# slow step cannot eat the lease. Results go to $OUT (or ./gpu-results) as well as stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-results}"
 mkdir -p "$out"
-pip install --no-deps --no-build-isolation -e . >/dev/null
+python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
 python - <<'PY' | tee "$out/device.txt"
 import torch
 assert torch.cuda.is_available(), "no CUDA device: this script is for the GPU machine"
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PY
 # Hypothesis' ci profile (500 examples, derandomized) for the decision-equality test
-CI=true python -m pytest -m gpu -p no:cacheprovider -q -rs \
+CI=true timeout 240 python -m pytest -o "addopts=-p no:benchmark" -m gpu -p no:cacheprovider -q -rs --durations=10 \
     tests/test_fastpath_differential.py tests/test_fastpath_models.py tests/test_fastpath_statistical.py \
-    2>&1 | tee "$out/gpu_tests.txt"
-rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
+    2>&1 | tee "$out/gpu_tests.txt" || echo "(pytest exited $?: see gpu_tests.txt)"
+timeout 150 rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
     || echo "(rheo bench fastpath exited $?: a target missed, see the JSON)"
-rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json 2> >(tee "$out/gate_progress.txt" >&2) \
+timeout 120 rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json 2> >(tee "$out/gate_progress.txt" >&2) \
     | tee "$out/gate_batched_cuda.json" || echo "(rheo gate exited $?: see the JSON)"

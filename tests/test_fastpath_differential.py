@@ -79,11 +79,14 @@ def test_near_threshold_requests_are_rare():
 # ---- designed exact ties (values exactly representable, so both engines see the tie) ----
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(designed_ties()))
-def test_designed_exact_ties_follow_the_spec(name):
-    """Score ties under both tie-breaks, draft_top_k boundary ties, depth ties, and target
-    ties (``rheo.checks.differential.designed_ties``): every request equals the reference."""
-    n, bad = check_designed_ties(designed_ties()[name])
+def test_designed_exact_ties_follow_the_spec(name, device):
+    """Score ties under both tie-breaks, draft_top_k boundary ties, depth ties, target ties
+    and the float32 near tie (``rheo.checks.differential.designed_ties``): every request
+    equals the reference, on the CPU and on a CUDA device (the near tie there too: a float32
+    softmax or product computed otherwise on the device would show)."""
+    n, bad = check_designed_ties(designed_ties()[name], device)
     assert n > 0 and not bad, bad[:3]
 
 

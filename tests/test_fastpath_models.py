@@ -6,6 +6,7 @@ tensors, the naive verifier, the dense draft baseline, float32 against float64, 
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -181,19 +182,20 @@ def test_float32_path_stays_close_to_float64():
     assert dev["max_abs_score_deviation"] < 1e-5 and dev["max_abs_residual_prob_deviation"] < 1e-4
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize("policy", ["rheo", "topk"])
-def test_path_scores_are_float64_whatever_the_model_dtype(dtype, policy):
+def test_path_scores_are_float64_whatever_the_model_dtype(dtype, policy, device):
     """docs/fastpath.md: the working dtype is the model's, path scores are always float64.
     A model answering float32, bfloat16, float16 or float64 logits: the tree's scores are
     float64, its sample laws are in the model's dtype, every value is in range. (That the
     scores are float64 products, not float32 products widened afterwards, is the designed
     float32 near tie's job: ``test_float32_near_tie_needs_float64_path_scores``.)"""
     cfg = FastConfig(K=4, depth=4, budget=14, m=1, beam=3, draft_top_k=16, policy=policy)
-    model = HashTableModel(60, 6, seed=2, dtype=dtype, draft_noise=0.5)
-    T = torch.tensor([1.0, 0.5, 0.0, 1.5, 1.0, 0.7])
-    tree, result = run_cycle(model, cfg, T, generator=torch.Generator().manual_seed(4))
-    assert tree.scores.dtype == torch.float64
+    model = HashTableModel(60, 6, seed=2, dtype=dtype, draft_noise=0.5, device=device)
+    T = torch.tensor([1.0, 0.5, 0.0, 1.5, 1.0, 0.7], device=device)
+    tree, result = run_cycle(model, cfg, T, generator=torch.Generator(device).manual_seed(4))
+    assert tree.scores.dtype == torch.float64 and tree.scores.device.type == device
     assert tree.sample_probs.dtype == dtype and tree.verify_probs.dtype == dtype
     assert_in_range(tree, result, cfg, 60)
 
@@ -236,6 +238,45 @@ def test_stage_handoffs_check_dtypes_and_shapes():
     with pytest.raises(ValueError, match=r"verify: tree.children must be a torch.int64 tensor"):
         tree.children = tree.children[..., :2]
         verify(tree, model.target_logits(tree), T, cfg, u)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_run_time_contract_checks_make_no_device_sync():
+    """docs/fastpath.md: the run-time checks read only ``.shape`` and ``.dtype``, so they never
+    sync a CUDA serving loop. Under torch's sync debug mode "error", every check on a cycle's
+    CUDA tensors passes without a sync: a DraftTree and a VerifyResult remade from their
+    tensors (every field checked), the uniforms likewise, ``expect_for``, a pool's ``expect``,
+    the entry points' ``expect``. A ``.item()`` under the same mode does raise, so the mode was on: a check
+    that read a value (``bool(x.min() >= 0)``, say) would have failed here."""
+    from rheo.fastpath.inputs import expect
+
+    cfg = FastConfig(K=3, depth=3, budget=8, m=1, beam=2, draft_top_k=16)
+    model = HashTableModel(60, 4, seed=1, device="cuda")
+    T = torch.ones(4, dtype=torch.float64, device="cuda")
+    tree, result = run_cycle(model, cfg, T, generator=torch.Generator("cuda").manual_seed(0))
+    u = Uniforms.random(4, cfg.K, cfg.B, cfg.depth, torch.Generator("cuda").manual_seed(1), device="cuda")
+    valid = torch.ones((4, 1), dtype=torch.bool, device="cuda")
+    root = torch.randn((4, 1, 60), dtype=torch.float64, device="cuda")
+    pool = fast_expand(root, valid, u.u_draw[:, :1], T, cfg)
+    fields = {f: getattr(tree, f) for f in DraftTree.__dataclass_fields__}
+    torch.cuda.synchronize()
+    before = torch.cuda.get_sync_debug_mode()
+    try:
+        with warnings.catch_warnings():  # torch calls the mode a prototype, warning each time it is set
+            warnings.filterwarnings("ignore", "Synchronization debug mode", UserWarning)
+            torch.cuda.set_sync_debug_mode("error")
+        DraftTree(**fields).expect_for("verify", cfg, 4)
+        VerifyResult(result.tokens, result.lengths, result.accepted)
+        Uniforms(u.u_draw, u.u_sample, u.u_det, u.u_final).expect_for("verify", cfg, 4)
+        pool.expect("build_tree: layer 1", 4, 1, cfg.K)
+        expect("verify", "target_logits", root, "[b, R+1, V]", (4, None, None), "float")
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            result.lengths.sum().item()
+    finally:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Synchronization debug mode", UserWarning)
+            torch.cuda.set_sync_debug_mode(before)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ accepted path, wherever no decision is within ``MARGIN`` of its threshold
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from hypothesis import strategies as st
@@ -220,12 +222,14 @@ def float32_near_tie() -> tuple:
 
 
 def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
-    """Run one ``designed_ties`` scenario: (requests compared, details of every request that
+    """Run one ``designed_ties`` scenario on ``device`` (its model answering there): (requests compared, details of every request that
     was not "equal"; near-threshold counts as a failure here, since the ties are exact; and
     every value out of range in the fastpath's tree and result, ``rheo.testing.ranges``)."""
     from rheo.testing.ranges import result_violations, tree_violations
 
     model, cfgs, temps, seeds = scenario
+    model = copy.copy(model)  # the scenario's model, answering on ``device``
+    model.device = torch.device(device)
     bad, n = [], 0
     for cfg in cfgs:
         for seed in seeds:
