@@ -20,7 +20,8 @@
 # mutmut runs, for each mutant, only the tests of the selection that reach the mutated function.
 # Every pytest run gets -x -q -p no:cacheprovider.
 #
-# Environment: PYTHON (default: python), MUTMUT_CHILDREN (default 1),
+# Environment: PYTHON (default: python), MUTMUT_CHILDREN (default 1), HYPOTHESIS_PROFILE (default
+# mutants: derandomized, no shrinking),
 # MUTANTS_WORKDIR (keep the mapped tree and mutmut's results there instead of a temporary
 # folder that is deleted at the end; rerunning with the same folder resumes),
 # MUTANTS_LEDGER (default 1; 0: start from nothing, neither read nor write the ledger),
@@ -106,6 +107,9 @@ EOF
 fi
 
 cd "$tree"
+# Hypothesis' "mutants" profile (src/rheo/checks/cases/profiles.py): derandomized, so a verdict is
+# the same in every run and the ledger can keep it, and without shrinking, which a kill does not need
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-mutants}"
 echo "bench/mutants.sh: mapped tree $tree; mutating ${only[*]}" >&2
 # mutmut's own exit status is not the verdict (it exits 0 with survivors); the score is
 PYTHONDONTWRITEBYTECODE=1 "$py" -m mutmut run --max-children "$children" >"$work/mutmut-run.log" 2>&1 || {

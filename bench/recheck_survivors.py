@@ -105,6 +105,9 @@ def main(argv: list[str]) -> int:
             shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
         env = {**os.environ, "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("CI", None)
+        # the "mutants" Hypothesis profile (derandomized, no shrinking), where the run's tree has it
+        if '"mutants"' in (copy / "src/rheo/checks/cases/profiles.py").read_text():
+            env.setdefault("HYPOTHESIS_PROFILE", "mutants")
 
         def pytest(tests: list[str], mutant: str) -> tuple[bool, str | None]:
             """(failed, the first failing test) with ``mutant`` switched on ("": none)."""

@@ -393,3 +393,43 @@ def test_each_law_is_checked_once_per_table_and_prefix():
     with pytest.raises(CaseError) as err:
         i.node_laws((2,))
     assert err.value.field == 'draft["2"]' and "must sum to exactly 1" in err.value.message
+
+
+def test_the_instance_checks_its_vocabulary_and_raw_logits_arithmetic():
+    """The Python API builds an Instance directly, past the case-file reader: a vocab_size that
+    is no integer >= 1 (0, a bool, a float) is refused naming "vocab_size", and raw target
+    logits with exact arithmetic naming "target_logits"."""
+    from rheo.reference.instance import Instance, Table
+
+    draft = Table("draft", {}, default=(F(1, 2), F(1, 2)))
+    exact = make_instance(2, ["1/2"] * 2, ["1/2"] * 2, policy="rheo", K=2, m=1, depth=1, budget=2).config
+    for bad in (0, True, 2.0):
+        with pytest.raises(CaseError) as err:
+            Instance(bad, Table("target", {}, default=(F(1, 2), F(1, 2))), draft, exact)
+        assert err.value.field == "vocab_size" and f"got {bad!r}" in err.value.message
+    logits = Table("target_logits", {}, default=(0.0, 0.0))
+    with pytest.raises(CaseError) as err:
+        Instance(2, None, draft, exact, target_logits=logits)
+    assert err.value.field == "target_logits" and '"arithmetic": "float64"' in err.value.message
+
+
+def test_check_law_names_the_entry_and_holds_the_float_tolerance():
+    """A law of the wrong length names the table's field, a negative entry its index; in
+    float64 a sum off 1 by more than 1e-9 (2^-27) is refused and one within it (2^-31) is
+    taken, sums exact in binary; in exact
+    arithmetic only exactly 1 is taken."""
+    from rheo.reference.instance import check_law
+
+    cases = [
+        ((F(1),), True, 'draft["0"]', "must have vocab_size = 2 entries, got 1"),
+        ((F(3, 2), F(-1, 2)), True, 'draft["0"][1]', "must be >= 0, got -1/2"),
+        ((F(1, 2), F(1, 3)), True, 'draft["0"]', "must sum to exactly 1 in exact mode, sums to 5/6"),
+        ((0.5, 0.5 + 2**-27), False, 'draft["0"]', "must sum to 1 (within 1e-9), sums to 1.0000000074505806"),
+        ((0.5, 1.0), False, 'draft["0"]', "must sum to 1 (within 1e-9), sums to 1.5"),
+    ]
+    for law, exact, field, message in cases:
+        with pytest.raises(CaseError) as err:
+            check_law(law, 2, exact, 'draft["0"]')
+        assert (err.value.field, err.value.message) == (field, message)
+    check_law((0.5, 0.5 + 2**-31), 2, False, 'draft["0"]')
+    check_law((F(1, 2), F(1, 2)), 2, True, 'draft["0"]')

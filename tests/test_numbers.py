@@ -58,6 +58,22 @@ def test_temper_power_and_zero_with_ties_to_lowest_id():
     assert f == pytest.approx((0.1, 0.9, 0.0))
 
 
+def test_temper_a_float_temperature_that_is_no_reciprocal_integer():
+    """T = 3/2 in float64 (1/T = 2/3 is no integer, so no exact power): p_T(x) is p(x)^(2/3)
+    normalized on the same support. By hand: 0.2^(2/3) = 0.3419952, 0.8^(2/3) = 0.8617739, so
+    p_T = (0.284104, 0.715896, 0); a zero stays zero."""
+    assert temper((0.2, 0.8, 0.0), Temperature.parse("1.5", False)) == pytest.approx(
+        (0.284104, 0.715896, 0.0), abs=1e-6
+    )
+    assert temper((0.5, 0.5), Temperature.parse("0.7", False)) == pytest.approx((0.5, 0.5))
+
+
+def test_temper_at_zero_on_a_one_token_vocabulary():
+    """T = 0 on V = 1 is the one-hot on the only token, in the law's own number type."""
+    assert temper((F(1),), Temperature.parse("0", True)) == (F(1),)
+    assert temper((1.0,), Temperature.parse("0", False)) == (1.0,)
+
+
 def test_rank_order_and_top_k_ties_go_to_lower_id():
     q = (F(1, 4), F(1, 4), F(1, 2), F(0))
     assert rank_order(q) == [2, 0, 1]
@@ -89,6 +105,8 @@ def test_every_loop_over_a_law_reads_the_deadline():
         (lambda d: keep_top_p(vec, F(3, 5), d), n + 1 + n + 2 * n - 1),  # keeps 2 ranked tokens
         (lambda d: temper(vec, Temperature.parse("1/2", exact=True), d), n + 2 * n - 1),
         (lambda d: temper(vec, Temperature.parse("0", exact=True), d), n - 1),
+        (lambda d: temper(vec, Temperature.parse("1", exact=True), d), 2 * n - 1),  # normalize alone
+        (lambda d: temper(tuple(map(float, vec)), Temperature.parse("1.5", exact=False), d), n + 2 * n - 1),
         (lambda d: positive_part_difference(vec, tuple(reversed(vec)), d), n),
         # the filters in their order, each with its own count: top_k 2 (as above), then top_p 1/2
         # on (4/7, 3/7, 0, 0) keeps 1 ranked token (no check between kept tokens), then min_p

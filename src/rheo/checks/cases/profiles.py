@@ -4,6 +4,9 @@
 - ``ci``   (default when the CI environment variable is set): Hypothesis' built-in ci
   profile (derandomized, no example database, print_blob) with our example count.
 - ``deep`` long searches: many examples and instances up to a much larger joint-draw cap.
+- ``mutants`` (bench/mutants.sh, bench/recheck_survivors.py): the dev profile's examples,
+  derandomized (a mutant's verdict is the same in every run, so the ledger can keep it) and
+  without the shrink phase (a killed mutant needs a failure, not its smallest form).
 
 Select one with ``pytest --hypothesis-profile=deep`` (or HYPOTHESIS_PROFILE=deep).
 ``joint_draw_cap()`` is the cap the strategies use under the active profile.
@@ -13,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
-CAPS = {"dev": 2000, "ci": 3000, "deep": 60000}
+CAPS = {"dev": 2000, "ci": 3000, "deep": 60000, "mutants": 2000}
 _SLOW = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 
 
@@ -24,6 +27,16 @@ def register() -> None:
     settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=_SLOW)
     settings.register_profile("ci", parent=builtin_ci, max_examples=500, deadline=None, suppress_health_check=_SLOW)
     settings.register_profile("deep", max_examples=1500, deadline=None, suppress_health_check=_SLOW)
+    settings.register_profile(
+        "mutants",
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=_SLOW,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+        report_multiple_bugs=False,
+    )
     name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
     settings.load_profile(name)
 

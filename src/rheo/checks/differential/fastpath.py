@@ -222,9 +222,10 @@ def float32_near_tie() -> tuple:
 
 
 def check_designed_ties(scenario: tuple, device="cpu") -> tuple[int, list]:
-    """Run one ``designed_ties`` scenario on ``device`` (its model answering there): (requests compared, details of every request that
-    was not "equal"; near-threshold counts as a failure here, since the ties are exact; and
-    every value out of range in the fastpath's tree and result, ``rheo.testing.ranges``)."""
+    """Run one ``designed_ties`` scenario on ``device`` (its model answering there): (requests
+    compared, details of every request that was not "equal"; near-threshold counts as a
+    failure here, since the ties are exact; and every value out of range in the fastpath's
+    tree and result, ``rheo.testing.ranges``)."""
     from rheo.testing.ranges import result_violations, tree_violations
 
     model, cfgs, temps, seeds = scenario
