@@ -98,6 +98,22 @@ pytest_add_cli_args_test_selection = $(toml_list "${present[@]}" -k "$slow_searc
 use_git_change_detection = false
 process_isolation = "forkserver"
 EOF
+  # mutmut forks one process per mutant from a server that has imported torch and the tests
+  # (its warm-up collects them); pytest's gc.collect() calls (five at every session's end) and
+  # Python's own full collections then walk that whole inherited heap, copying its pages: about
+  # 0.7 s of a trivial test's 0.8 s. Frozen objects are skipped. Torch gets one thread per
+  # mutant process, as under xdist (the processes already fill the cores).
+  cat >>"$tree/conftest.py" <<'EOF'
+
+
+def pytest_configure(config):  # written by bench/mutants.sh (see there)
+    import gc
+    import sys
+
+    gc.freeze()
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+EOF
   # the verdicts of earlier runs (bench/mutation_results/): mutmut keeps those of unchanged functions
   if [ "${MUTANTS_LEDGER:-1}" != 0 ]; then
     retry=()
