@@ -398,7 +398,8 @@ def test_each_law_is_checked_once_per_table_and_prefix():
 def test_the_instance_checks_its_vocabulary_and_raw_logits_arithmetic():
     """The Python API builds an Instance directly, past the case-file reader: a vocab_size that
     is no integer >= 1 (0, a bool, a float) is refused naming "vocab_size", and raw target
-    logits with exact arithmetic naming "target_logits"."""
+    logits with exact arithmetic naming "target_logits", and neither a target table nor raw
+    logits naming "target"."""
     from rheo.reference.instance import Instance, Table
 
     draft = Table("draft", {}, default=(F(1, 2), F(1, 2)))
@@ -411,6 +412,9 @@ def test_the_instance_checks_its_vocabulary_and_raw_logits_arithmetic():
     with pytest.raises(CaseError) as err:
         Instance(2, None, draft, exact, target_logits=logits)
     assert err.value.field == "target_logits" and '"arithmetic": "float64"' in err.value.message
+    with pytest.raises(CaseError) as err:
+        Instance(2, None, draft, exact)
+    assert (err.value.field, err.value.message) == ("target", "is required (or target_logits: raw logits)")
 
 
 def test_check_law_names_the_entry_and_holds_the_float_tolerance():
@@ -433,3 +437,22 @@ def test_check_law_names_the_entry_and_holds_the_float_tolerance():
         assert (err.value.field, err.value.message) == (field, message)
     check_law((0.5, 0.5 + 2**-31), 2, False, 'draft["0"]')
     check_law((F(1, 2), F(1, 2)), 2, True, 'draft["0"]')
+
+
+def test_sampling_parameters_naming_a_token_past_the_vocabulary_are_refused():
+    """Every token id the sampling parameters name must be < vocab_size: id 2 of a
+    three-token vocabulary is taken, id 3 refused naming its field."""
+    from rheo.reference.instance import Instance, Table
+    from rheo.reference.params import Params
+    from rheo.reference.sampling import SamplingParameters
+
+    def instance(tok):
+        sampling = SamplingParameters(logit_bias=((tok, 1.0),))
+        config = Params(policy="rheo", K=2, m=1, depth=1, budget=2, arithmetic="float64", sampling=sampling)
+        law = Table("target", {}, default=(0.5, 0.25, 0.25))
+        return Instance(3, law, Table("draft", {}, default=(0.5, 0.25, 0.25)), config)
+
+    assert instance(2).n == 3
+    with pytest.raises(CaseError) as err:
+        instance(3)
+    assert (err.value.field, err.value.message) == ('logit_bias["3"]', "names token 3, but vocab_size is 3")

@@ -295,3 +295,33 @@ def test_a_bad_prefix_key_names_its_field():
         with pytest.raises(CaseError) as err:
             parse_prefix(*args)
         assert err.value.field == field and "token ids joined by" in err.value.message
+
+
+BASE = dict(policy="rheo", K=3, m=1, depth=2, budget=3)
+
+
+@pytest.mark.parametrize(
+    "changes, field, message",
+    [
+        ({"policy": "greedy"}, "policy", "must be one of 'rheo', 'topk', got 'greedy'"),
+        ({"K": 0}, "K", "must be an integer >= 1, got 0"),
+        ({"K": True}, "K", "must be an integer >= 1, got True"),
+        ({"K": 2.0}, "K", "must be an integer >= 1, got 2.0"),
+        ({"depth": 0}, "depth", "must be an integer >= 1, got 0"),
+        ({"budget": 0}, "budget", "must be an integer >= 1, got 0"),
+        ({"m": None}, "m", 'is required when policy is "rheo" (an integer 0 <= m <= K-1)'),
+        ({"m": -1}, "m", "must be an integer >= 0, got -1"),
+        ({"m": 3}, "m", "must be <= K-1 = 2, got 3"),
+        ({"beam": 0}, "beam", "must be an integer >= 1, got 0"),
+        ({"beam": 4}, "beam", "must be <= K = 3 (a node has at most K children), got 4"),
+        ({"draft_top_k": 0}, "draft_top_k", "must be an integer >= 1, got 0"),
+        ({"tie_break": "id"}, "tie_break", "must be one of 'slot', 'token', got 'id'"),
+    ],
+)
+def test_params_made_directly_name_the_bad_field(changes, field, message):
+    """The Python API makes Params directly, past the case-file reader: each check names
+    its field and says what it takes (a bool is no integer, nor is 2.0)."""
+    with pytest.raises(CaseError) as err:
+        Params(**{**BASE, **changes})
+    assert (err.value.field, err.value.message) == (field, message)
+    assert Params(**{**BASE, "policy": "topk", "m": None}).m is None  # m is Rheo's alone
