@@ -316,6 +316,41 @@ BASE = dict(policy="rheo", K=3, m=1, depth=2, budget=3)
         ({"beam": 4}, "beam", "must be <= K = 3 (a node has at most K children), got 4"),
         ({"draft_top_k": 0}, "draft_top_k", "must be an integer >= 1, got 0"),
         ({"tie_break": "id"}, "tie_break", "must be one of 'slot', 'token', got 'id'"),
+        ({"verify": "greedy"}, "verify", "must be one of 'rheo', 'sample_last', 'class_law', got 'greedy'"),
+        ({"draft_law": "top1"}, "draft_law", "must be one of 'sampled', 'dense', 'untempered', got 'top1'"),
+        ({"arithmetic": "float32"}, "arithmetic", "must be one of 'exact', 'float64', got 'float32'"),
+        (
+            {"temperature": 1},
+            "temperature",
+            "must be a Temperature (use Params.from_case to read a number or string)",
+        ),
+        ({"proxy": "rheo"}, "proxy", "must be a Proxy (use Params.from_case to read the case-file spelling)"),
+        ({"epsilon": Fraction(-1, 10)}, "epsilon", "must be >= 0, got -1/10"),
+        ({"proxy": Proxy("constant", Fraction(0))}, "proxy.constant", "must lie in (0, 1], got 0"),
+        ({"proxy": Proxy("constant", None)}, "proxy.constant", "must lie in (0, 1], got None"),
+        (
+            {"proxy": Proxy("magic")},
+            "proxy",
+            "must be one of 'rheo', 'self', 'constant', 'per_prefix', 'callable', got 'magic'",
+        ),
+        (
+            {"proxy": Proxy("per_prefix", table={(0, 1): Fraction(0)})},
+            'proxy.per_prefix["0,1"]',
+            "must lie in (0, 1], got 0",
+        ),
+        (
+            {"proxy": Proxy("per_prefix", table={None: Fraction(2)})},
+            'proxy.per_prefix["*"]',
+            "must lie in (0, 1], got 2",
+        ),
+        ({"target_filters": TargetFilters(top_k=0)}, "target_top_k", "must be an integer >= 1, got 0"),
+        ({"target_filters": TargetFilters(top_p=Fraction(0))}, "target_top_p", "must lie in (0, 1], got 0"),
+        ({"target_filters": TargetFilters(min_p=Fraction(11, 10))}, "target_min_p", "must lie in [0, 1], got 11/10"),
+        (
+            {"sampling": {"min_tokens": 1}},
+            "sampling",
+            "must be a SamplingParameters (use Params.from_case to read case keys)",
+        ),
     ],
 )
 def test_params_made_directly_name_the_bad_field(changes, field, message):
