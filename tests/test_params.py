@@ -360,3 +360,18 @@ def test_params_made_directly_name_the_bad_field(changes, field, message):
         Params(**{**BASE, **changes})
     assert (err.value.field, err.value.message) == (field, message)
     assert Params(**{**BASE, "policy": "topk", "m": None}).m is None  # m is Rheo's alone
+
+
+def test_params_take_the_closed_ends_of_their_ranges():
+    """The other side of each range above: a constant proxy of 1, per-prefix values of 1,
+    top_p 1 and min_p 0 or 1, beam = K, m = K - 1, epsilon 0 are all taken."""
+    one = Fraction(1)
+    for changes in (
+        {"proxy": Proxy("constant", one)},
+        {"proxy": Proxy("per_prefix", table={None: one, (0,): one})},
+        {"target_filters": TargetFilters(top_p=one, min_p=Fraction(0))},
+        {"target_filters": TargetFilters(min_p=one)},
+        {"beam": 3, "m": 2, "epsilon": Fraction(0)},
+    ):
+        params = Params(**{**BASE, **changes})
+        assert all(getattr(params, k) == v for k, v in changes.items())
