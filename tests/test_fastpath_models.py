@@ -154,7 +154,84 @@ def test_naive_verifier_equals_batched(T):
     logits = model.target_logits(tree)
     a, b = verify(tree, logits, Tb, cfg, u), verify_naive(tree, logits, Tb, cfg, u)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.accepted, b.accepted)
+    assert torch.equal(a.lengths, b.lengths)
     assert_in_range(tree, a, cfg, 200)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        # target filters at every visited node: the naive loop must apply them too
+        FastConfig(K=4, depth=3, budget=10, m=1, draft_top_k=12, filters=TargetFilters(top_k=6, top_p=0.9)),
+        # a constant proxy of 1/1000 puts the sample below the fills, and a budget of 4 prunes
+        # it while fills after it stay: an empty slot between children, which the loop skips
+        FastConfig(K=4, depth=3, budget=4, m=1, draft_top_k=12, proxy=0.001),
+    ],
+    ids=["target filters", "sample slot pruned"],
+)
+def test_naive_verifier_equals_batched_with_filters_and_empty_slots(cfg):
+    model = HashTableModel(60, 16, seed=7, dtype=torch.float64, scale=3.0, draft_noise=0.5)
+    Tb = torch.linspace(0.2, 1.5, 16, dtype=torch.float64)
+    u = Uniforms.random(16, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(3))
+    tree = build_tree(model.draft_logits, cfg, Tb, u)
+    if cfg.proxy.kind == "constant":  # the designed case holds: a -1 slot before a child somewhere
+        kids = tree.children
+        assert bool(((kids[..., :-1] < 0) & (kids[..., 1:] >= 0)).any())
+    logits = model.target_logits(tree)
+    a, b = verify(tree, logits, Tb, cfg, u), verify_naive(tree, logits, Tb, cfg, u)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.accepted, b.accepted)
+    assert torch.equal(a.lengths, b.lengths)
+
+
+def test_verify_naive_names_each_bad_argument_and_refuses_other_verifiers():
+    """As ``verify``: each argument's check names ``verify_naive`` and the argument; uniforms
+    for another batch are refused; it implements the rheo verifier with the sampled draft law
+    only (mutation survivors)."""
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1, draft_top_k=None)
+    model = HashTableModel(20, 2, seed=0, dtype=torch.float64)
+    T = torch.ones(2, dtype=torch.float64)
+    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    logits = model.target_logits(tree)
+    other = Uniforms.random(3, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    bad = {
+        "verify_naive: tree.tokens must be a torch.int64 tensor of shape [b, R] = [*, 6]": dict(
+            params=FastConfig(K=3, depth=2, budget=6, m=1, draft_top_k=None)
+        ),
+        "verify_naive: target_logits must be a float tensor of shape [b, R+1, V]": dict(logits=logits.long()),
+        "verify_naive: T must be a float tensor of shape [b] = [2]": dict(T=T[:1]),
+        "verify_naive: uniforms.u_draw must be a float tensor of shape [b, 1+B(D-1)] = [2, 4]": dict(u=other),
+    }
+    for message, change in bad.items():
+        args = {"tree": tree, "logits": logits, "T": T, "params": cfg, "u": u, **change}
+        with pytest.raises(ValueError) as err:
+            verify_naive(args["tree"], args["logits"], args["T"], args["params"], args["u"])
+        assert message in str(err.value), (message, str(err.value))
+    with pytest.raises(CaseError) as case_err:
+        verify_naive(tree, logits, T, cfg.in_arithmetic("exact"), u)
+    assert "verify_naive" in str(case_err.value)
+    for change in ({"verify": "sample_last"}, {"draft_law": "dense"}):
+        with pytest.raises(ValueError, match="verify_naive implements the rheo verifier with the sampled draft law"):
+            verify_naive(tree, logits, T, cfg.replace(**change), u)
+
+
+def test_run_cycle_takes_one_float_temperature_for_every_request():
+    """``run_cycle(model, params, 0.7)`` is ``run_cycle`` with a float64 [b] tensor of 0.7:
+    the same tree (its tempered sample laws bit for bit, which a float32 T would change)
+    and the same output."""
+    cfg = FastConfig(K=3, depth=3, budget=8, m=1, draft_top_k=16)
+    def model():  # a fresh one per cycle: run_cycle commits the output to the model
+        return HashTableModel(60, 4, seed=5, dtype=torch.float64, draft_noise=0.5)
+
+    u = Uniforms.random(4, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(2))
+    tree_f, out_f = run_cycle(model(), cfg, 0.7, uniforms=u)
+    tree_t, out_t = run_cycle(model(), cfg, torch.full((4,), 0.7, dtype=torch.float64), uniforms=u)
+    assert torch.equal(tree_f.tokens, tree_t.tokens) and torch.equal(tree_f.verify_probs, tree_t.verify_probs)
+    assert torch.equal(out_f.tokens, out_t.tokens) and torch.equal(out_f.lengths, out_t.lengths)
+    with pytest.raises(ValueError, match=r"run_cycle: temperature must be a float tensor of shape \[b\]"):
+        run_cycle(model(), cfg, torch.ones(3, dtype=torch.float64), uniforms=u)
+    with pytest.raises(CaseError, match="run_cycle"):
+        run_cycle(model(), cfg.in_arithmetic("exact"), 0.7, uniforms=u)
 
 
 def test_dense_baseline_builds_the_same_tree_at_temperature_zero():
