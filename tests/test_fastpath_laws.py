@@ -59,3 +59,44 @@ def test_inverse_cdf_skips_zero_mass_and_falls_back_to_the_last_token():
     u = torch.tensor([0.0, 0.49, 0.5, 1.0], dtype=torch.float64)  # 1.0 only reachable by rounding
     assert inverse_cdf(p, u).tolist() == [1, 1, 3, 3]
     assert rank_order([0.0, 0.5, 0.0, 0.5]) == [1, 3]
+
+
+# Designed rows (V = 5, dyadic, so every sum is exact): a top-p run of exactly p, min_p at exactly
+# the threshold, ties across the top-k and top-p boundaries (kept by lower id), a zero entry.
+BOUNDARY_ROWS = [
+    (0.5, 0.25, 0.125, 0.125, 0.0),
+    (0.25, 0.25, 0.25, 0.25, 0.0),
+    (0.125, 0.25, 0.125, 0.5, 0.0),
+]
+BOUNDARY_FILTERS = [
+    TargetFilters(top_p=0.75),  # 0.5 + 0.25 reaches 0.75 exactly: two tokens, not three
+    TargetFilters(top_p=0.5),  # a tie at the boundary: the lower ids
+    TargetFilters(min_p=0.25),  # 0.125 = 0.25 x 0.5 exactly: kept
+    TargetFilters(min_p=0.5),
+    TargetFilters(top_k=2),  # ties at the k-th place: the lower ids
+    TargetFilters(top_k=3, top_p=0.8, min_p=0.3),
+]
+
+
+@pytest.mark.parametrize("filters", BOUNDARY_FILTERS, ids=str)
+def test_filters_at_their_exact_boundaries_on_any_leading_shape(filters):
+    """docs/spec.md §0 at the boundaries the reference decides exactly: the fastpath's
+    filters give the reference's law bit for bit on dyadic rows, on a [2, 3, V] tensor (the
+    filters work on the last dimension whatever the leading shape)."""
+    from rheo.fastpath.laws import apply_filters as fast_filters
+
+    rows = BOUNDARY_ROWS + BOUNDARY_ROWS[::-1]
+    got = fast_filters(torch.tensor(rows, dtype=torch.float64).reshape(2, 3, 5), filters)
+    want = [list(apply_filters(row, filters)) for row in rows]
+    assert got.reshape(6, 5).tolist() == want
+
+
+def test_top_k_of_the_whole_vocabulary_leaves_the_law_untouched():
+    """top_k >= V keeps every token and is no filter at all: the law comes back bit for bit,
+    not renormalized (a softmax row whose float sum is not exactly 1 would change)."""
+    from rheo.fastpath.laws import apply_filters as fast_filters
+
+    p = torch.softmax(torch.randn(2, 4, 9, generator=torch.Generator().manual_seed(3), dtype=torch.float64), -1)
+    assert bool((p.sum(-1) != 1.0).any())  # the designed case holds
+    for k in (9, 12):
+        assert torch.equal(fast_filters(p, TargetFilters(top_k=k)), p)

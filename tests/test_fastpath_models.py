@@ -220,6 +220,7 @@ def test_run_cycle_takes_one_float_temperature_for_every_request():
     the same tree (its tempered sample laws bit for bit, which a float32 T would change)
     and the same output."""
     cfg = FastConfig(K=3, depth=3, budget=8, m=1, draft_top_k=16)
+
     def model():  # a fresh one per cycle: run_cycle commits the output to the model
         return HashTableModel(60, 4, seed=5, dtype=torch.float64, draft_noise=0.5)
 
