@@ -25,6 +25,7 @@ from rheo.checks.differential.fastpath import (  # noqa: E402
 )
 from rheo.fastpath import (  # noqa: E402
     FastConfig,
+    TargetFilters,
     Uniforms,
     build_tree,
 )
@@ -51,6 +52,42 @@ def test_fastpath_decisions_equal_reference(device, example):
         assert c.status != "differs", f"request {i} (T={example['temps'][i]}): {c.detail}"
     V, cfg = example["case"]
     assert_in_range(tree, result, cfg, V)  # the value ranges the fastpath never checks at run time
+
+
+VARIANTS = {
+    "proxy self": dict(proxy="self"),
+    "constant proxy 0.25": dict(proxy=0.25),
+    "verify sample_last": dict(verify="sample_last"),
+    "verify class_law": dict(verify="class_law"),
+    "draft_law dense": dict(draft_law="dense"),
+    "draft_law untempered": dict(draft_law="untempered"),
+    "tie_break token": dict(tie_break="token"),
+    "epsilon 0.05, m = 0": dict(epsilon=0.05, m=0),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_wrong_on_purpose_variant_decides_as_the_reference_variant(variant):
+    """The negative controls need the fastpath's variants (``rheo.fastpath.variants``) to be
+    the reference's, decision by decision: each variant alone, on fixed seeds, temperatures
+    from 0 to 1.5, zero-probability tokens and target filters, every request "equal" (the
+    random examples above reach each variant in only a few of their examples)."""
+    statuses = []
+    for seed in range(6):
+        kw = dict(K=3, depth=3, budget=8, m=1, beam=2, draft_top_k=4, filters=TargetFilters(top_p=0.9))
+        cfg = FastConfig(**{**kw, **VARIANTS[variant]})
+        example = {
+            "case": (6, cfg),
+            "seed": seed,
+            "noise": 1.0,
+            "zeros": 0.3 * (seed % 2),
+            "temps": [0.0, 0.5, 1.0, 1.5],
+        }
+        checks, tree, result = run_example(example)
+        statuses += [c.status for c in checks]
+        assert all(c.status != "differs" for c in checks), [c.detail for c in checks if c.status == "differs"]
+        assert_in_range(tree, result, cfg, 6)
+    assert statuses.count("equal") >= 0.9 * len(statuses), statuses
 
 
 def test_near_threshold_requests_are_rare():
