@@ -8,7 +8,9 @@ starts it over (it resets every result when the tests change). This takes the su
 (``survived`` and ``no tests``, less messages and listed equivalents: bench/mutation_score.py)
 from WORKDIR/repo/mutants, copies that folder once, copies the working tree's tests/ and
 proofs_tests/ over the copy's, and runs pytest there once per survivor with the mutant
-switched on (mutmut's trampolines read ``MUTANT_UNDER_TEST``). A failing test kills it.
+switched on (mutmut's trampolines read ``MUTANT_UNDER_TEST``). A failing test kills it, and
+so does a run past ``--timeout`` seconds (default 10x the clean run, at least 120 s), as
+mutmut counts a timeout.
 
 It writes ``{mutant name: {"killed": bool, "by": first failing test or null}}`` to ``--out``
 (default WORKDIR/rechecked.json), which ``bench/mutation_score.py --rechecked`` counts and
@@ -69,6 +71,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", nargs="+", metavar="PATTERN", help="survivors whose name matches (fnmatch)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds per survivor before its run is killed, a kill (default: 10x the clean run, at least 120)",
+    )
     args = ap.parse_args(argv)
     mutants = args.workdir / "repo" / "mutants"
     if not (mutants / "mutmut-stats.json").exists():
@@ -109,15 +116,22 @@ def main(argv: list[str]) -> int:
         if '"mutants"' in (copy / "src/rheo/checks/cases/profiles.py").read_text():
             env.setdefault("HYPOTHESIS_PROFILE", "mutants")
 
+        limit: float | None = args.timeout  # else set from the clean run below
+
         def pytest(tests: list[str], mutant: str) -> tuple[bool, str | None]:
-            """(failed, the first failing test) with ``mutant`` switched on ("": none)."""
-            run = subprocess.run(
-                [args.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-                cwd=copy,
-                env={**env, "MUTANT_UNDER_TEST": mutant},
-                capture_output=True,
-                text=True,
-            )
+            """(failed, the first failing test) with ``mutant`` switched on ("": none); a run
+            past ``limit`` seconds is killed and counts as a kill, as mutmut counts a timeout."""
+            try:
+                run = subprocess.run(
+                    [args.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                    cwd=copy,
+                    env={**env, "MUTANT_UNDER_TEST": mutant},
+                    capture_output=True,
+                    text=True,
+                    timeout=limit,
+                )
+            except subprocess.TimeoutExpired:
+                return True, f"timeout (over {limit:.0f} s)"
             failed = re.search(r"^FAILED (\S+)", run.stdout, re.M)
             errored = re.search(r"^ERROR (\S+)", run.stdout, re.M)
             by = failed.group(1) if failed else errored.group(1) if errored else None
@@ -127,7 +141,9 @@ def main(argv: list[str]) -> int:
         # changed since the run fails there, and every recheck would count a false kill
         clean = sorted({t for name in todo for t in ordered(args.tests or selection(_engine(name)), since)})
         if clean:
+            t0 = time.perf_counter()
             failed, by = pytest(clean, "")
+            limit = args.timeout or max(120.0, 10 * (time.perf_counter() - t0))
             if failed:
                 print(
                     f"bench/recheck_survivors.py: {by} fails on the run's own code, without a mutant (the code "
