@@ -467,3 +467,42 @@ def test_expand_dense_names_each_bad_argument_and_refuses_top_k():
         expand_dense(logits, valid, u, T, FastConfig(policy="topk", K=3, depth=2, budget=5))
     pool = expand_dense(logits, valid, u, T, cfg, generator=torch.Generator().manual_seed(0))  # the default method
     assert pool.tokens.shape == (2, 1, 3)
+
+
+def test_results_and_uniforms_name_each_bad_field():
+    """VerifyResult names the tensor that breaks its contract (accepted, lengths, tokens);
+    Uniforms.random names each bad size and refuses an integer dtype, in float32 too;
+    Uniforms.stack refuses an empty batch (mutation survivors)."""
+    ok = dict(tokens=torch.zeros(2, 3, dtype=torch.int64), lengths=torch.ones(2, dtype=torch.int64))
+    accepted = torch.zeros(2, 2, dtype=torch.int64)
+    bad = {
+        "VerifyResult: accepted must be a torch.int64 tensor of shape [b, D]": {**ok, "accepted": accepted.int()},
+        "VerifyResult: lengths must be a torch.int64 tensor of shape [b] = [2]": {
+            **ok,
+            "accepted": accepted,
+            "lengths": torch.ones(2, dtype=torch.int32),
+        },
+        "VerifyResult: tokens must be a torch.int64 tensor of shape [b, D+1] = [2, 3]": {
+            **ok,
+            "accepted": accepted,
+            "tokens": torch.zeros(2, 2, dtype=torch.int64),
+        },
+    }
+    for message, fields in bad.items():
+        with pytest.raises(ValueError) as err:
+            VerifyResult(**fields)
+        assert message in str(err.value), (message, str(err.value))
+    for i, name in enumerate(("batch", "K", "B", "D")):
+        sizes = [2, 2, 2, 2]
+        sizes[i] = 0
+        with pytest.raises(ValueError, match=rf"Uniforms.random: {name} must be an integer >= 1, got 0"):
+            Uniforms.random(*sizes)
+        sizes[i] = True
+        with pytest.raises(ValueError, match=rf"Uniforms.random: {name} must be an integer >= 1, got True"):
+            Uniforms.random(*sizes)
+    with pytest.raises(ValueError, match="Uniforms.random: dtype must be a floating-point dtype, got torch.int64"):
+        Uniforms.random(2, 2, 2, 2, dtype=torch.int64)
+    u = Uniforms.random(2, 3, 2, 2, dtype=torch.float32)
+    assert (u.u_draw.shape, u.u_det.shape, u.u_final.dtype) == ((2, 3), (2, 3, 3), torch.float32)
+    with pytest.raises(ValueError, match="Uniforms.stack: per_request must hold at least one request's uniforms"):
+        Uniforms.stack([])
