@@ -95,6 +95,10 @@ class Proxy:
     table: Mapping[Prefix | None, Number] | None = None
     fn: Callable[..., Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind == "callable" and not callable(self.fn):
+            raise CaseError("proxy", f"a callable proxy needs fn(prefix, node_laws) -> value, got fn={self.fn!r}")
+
     @property
     def identity_independent(self) -> bool:
         return self.kind != "self"

@@ -345,6 +345,7 @@ BASE = dict(policy="rheo", K=3, m=1, depth=2, budget=3)
         ),
         ({"target_filters": TargetFilters(top_k=0)}, "target_top_k", "must be an integer >= 1, got 0"),
         ({"target_filters": TargetFilters(top_p=Fraction(0))}, "target_top_p", "must lie in (0, 1], got 0"),
+        ({"target_filters": TargetFilters(top_p=Fraction(3, 2))}, "target_top_p", "must lie in (0, 1], got 3/2"),
         ({"target_filters": TargetFilters(min_p=Fraction(11, 10))}, "target_min_p", "must lie in [0, 1], got 11/10"),
         (
             {"sampling": {"min_tokens": 1}},
@@ -375,3 +376,29 @@ def test_params_take_the_closed_ends_of_their_ranges():
     ):
         params = Params(**{**BASE, **changes})
         assert all(getattr(params, k) == v for k, v in changes.items())
+
+
+def test_sampling_parameters_with_nothing_set_still_need_float64():
+    """Sampling parameters in exact arithmetic are refused naming the first one set, or
+    "sampling" when none is set (the Python API can hand an empty SamplingParameters)."""
+    message = (
+        'sampling parameters need "arithmetic": "float64" (the exponential of a bias or a penalised logit '
+        "is not rational; docs/spec.md §9)"
+    )
+    with pytest.raises(CaseError) as err:
+        Params(**BASE, sampling=SamplingParameters())
+    assert (err.value.field, err.value.message) == ("sampling", message)
+
+
+def test_a_callable_proxy_needs_its_function():
+    """Proxy("callable") without fn is refused when it is made, naming "proxy", instead of
+    failing an assertion deep in the reference once a node's proxy is asked for."""
+    with pytest.raises(CaseError) as err:
+        Proxy("callable")
+    assert (err.value.field, err.value.message) == (
+        "proxy",
+        "a callable proxy needs fn(prefix, node_laws) -> value, got fn=None",
+    )
+    with pytest.raises(CaseError, match="got fn=1"):
+        Proxy("callable", fn=1)
+    assert Proxy("callable", fn=len).fn is len and Proxy("rheo").fn is None
