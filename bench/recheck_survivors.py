@@ -55,13 +55,15 @@ def _engine(mutant: str) -> str:
 
 
 def ordered(tests: list[str], since: float) -> list[str]:
-    """The test files, those changed since the run (the likely killers) first, then the rest,
-    folders last (proofs_tests: the slowest); with -x the first failure ends the run."""
+    """The test files (or node ids, FILE::TEST), those changed since the run (the likely
+    killers) first, then the rest, folders last (proofs_tests: the slowest); with -x the
+    first failure ends the run."""
     files: list[str] = []
     for t in tests:
         path = ROOT / t
         files += sorted(str(p.relative_to(ROOT)) for p in path.rglob("test_*.py")) if path.is_dir() else [t]
-    return sorted(files, key=lambda f: ((ROOT / f).stat().st_mtime <= since, f.startswith("proofs_tests")))
+    changed = {f: (ROOT / f.partition("::")[0]).stat().st_mtime > since for f in files}
+    return sorted(files, key=lambda f: (not changed[f], f.startswith("proofs_tests")))
 
 
 def main(argv: list[str]) -> int:
