@@ -183,16 +183,21 @@ def test_naive_verifier_equals_batched_with_filters_and_empty_slots(cfg):
     assert torch.equal(a.lengths, b.lengths)
 
 
-def test_verify_naive_names_each_bad_argument_and_refuses_other_verifiers():
-    """As ``verify``: each argument's check names ``verify_naive`` and the argument; uniforms
-    for another batch are refused; it implements the rheo verifier with the sampled draft law
-    only (mutation survivors)."""
+def _small_tree():
+    """A two-request tree to hand bad arguments beside: (cfg, model, T, uniforms, tree, target logits)."""
     cfg = FastConfig(K=3, depth=2, budget=5, m=1, draft_top_k=None)
     model = HashTableModel(20, 2, seed=0, dtype=torch.float64)
     T = torch.ones(2, dtype=torch.float64)
     u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
     tree = build_tree(model.draft_logits, cfg, T, u)
-    logits = model.target_logits(tree)
+    return cfg, model, T, u, tree, model.target_logits(tree)
+
+
+def test_verify_naive_names_each_bad_argument_and_refuses_other_verifiers():
+    """As ``verify``: each argument's check names ``verify_naive`` and the argument; uniforms
+    for another batch are refused; it implements the rheo verifier with the sampled draft law
+    only (mutation survivors)."""
+    cfg, model, T, u, tree, logits = _small_tree()
     other = Uniforms.random(3, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
     bad = {
         "verify_naive: tree.tokens must be a torch.int64 tensor of shape [b, R] = [*, 6]": dict(
@@ -383,12 +388,7 @@ def test_bad_config_names_the_field(field, kwargs):
 def test_entry_points_name_the_bad_argument():
     """Every entry point checks its tensors' shapes and dtypes at entry and says which
     argument is wrong, what it got and what it expects."""
-    cfg = FastConfig(K=3, depth=2, budget=5, m=1, draft_top_k=None)
-    model = HashTableModel(20, 2, seed=0, dtype=torch.float64)
-    T = torch.ones(2, dtype=torch.float64)
-    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
-    tree = build_tree(model.draft_logits, cfg, T, u)
-    logits = model.target_logits(tree)
+    cfg, model, T, u, tree, logits = _small_tree()
     wrong_k = Uniforms.random(2, 4, cfg.B, cfg.depth)
     calls = {
         "build_tree: T must be a float tensor of shape [b] = [*], got shape [2, 1]": lambda: build_tree(
