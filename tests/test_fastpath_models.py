@@ -506,3 +506,13 @@ def test_results_and_uniforms_name_each_bad_field():
     assert (u.u_draw.shape, u.u_det.shape, u.u_final.dtype) == ((2, 3), (2, 3, 3), torch.float32)
     with pytest.raises(ValueError, match="Uniforms.stack: per_request must hold at least one request's uniforms"):
         Uniforms.stack([])
+
+
+def test_verify_reads_target_logits_of_any_memory_layout():
+    """Target logits that are a non-contiguous view (here a transposed copy transposed back)
+    take ``verify``'s other indexing path: the same output as the contiguous tensor."""
+    cfg, model, T, u, tree, logits = _small_tree()
+    strided = logits.transpose(0, 1).contiguous().transpose(0, 1)
+    assert not strided.is_contiguous() and torch.equal(strided, logits)
+    a, b = verify(tree, logits, T, cfg, u), verify(tree, strided, T, cfg, u)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
