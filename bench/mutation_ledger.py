@@ -122,7 +122,13 @@ def save(workdir: Path) -> int:
     for f in sorted(workdir.glob("rechecked*.json")):
         rechecks.update(json.loads(f.read_text()))
     for engine, ledger in ledgers.items():
-        kept = {k: v for k, v in ledger["rechecked"].items() if hashes.get(k.rpartition("__mutmut_")[0]) == v["hash"]}
+        # a recheck stands while its function's hash does; one of a function this run did not
+        # cover (a run of some files only) stands as it was
+        kept = {
+            k: v
+            for k, v in ledger["rechecked"].items()
+            if hashes.get(k.rpartition("__mutmut_")[0], v["hash"]) == v["hash"]
+        }
         for name, verdict in rechecks.items():
             h = hashes.get(name.rpartition("__mutmut_")[0])
             if h is not None and _engine(name.replace(".", "/")) == engine:

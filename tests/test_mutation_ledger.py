@@ -93,6 +93,34 @@ def test_save_keeps_decided_verdicts_and_drops_those_of_changed_functions(ledger
     assert kept["rechecked"] == {}  # its function changed
 
 
+def test_a_run_of_some_files_keeps_the_other_files_rechecks(ledger: Any, tmp_path: Path) -> None:
+    """bench/mutants.sh reference/params.py saves only params.py's verdicts: the rechecks of
+    numbers.py, a file that run did not cover, stand as they were."""
+    P = "rheo.reference.params."
+    first = _workdir(
+        tmp_path / "a",
+        {
+            "src/rheo/reference/numbers.py": _meta({N + "x_f__mutmut_1": 0}, {"x_f": "f1"}),
+            "src/rheo/reference/params.py": _meta({P + "x_p__mutmut_1": 0}, {"x_p": "p1"}),
+        },
+    )
+    rechecks = {
+        N + "x_f__mutmut_1": {"killed": True, "by": "t::f"},
+        P + "x_p__mutmut_1": {"killed": True, "by": "t::p"},
+    }
+    (first / "rechecked.json").write_text(json.dumps(rechecks))
+    assert ledger.save(first) == 0
+    only_params = _workdir(
+        tmp_path / "b",
+        {"src/rheo/reference/params.py": _meta({P + "x_p__mutmut_1": None}, {"x_p": "p2"})},
+        only='["src/rheo/reference/params.py"]',
+    )
+    assert ledger.save(only_params) == 0
+    kept = json.loads((tmp_path / "ledger" / "reference.json").read_text())
+    assert kept["rechecked"] == {N + "x_f__mutmut_1": {"killed": True, "by": "t::f", "hash": "f1"}}  # x_p changed
+    assert kept["files"]["src/rheo/reference/numbers.py"]["exit_code_by_key"] == {N + "x_f__mutmut_1": 0}
+
+
 def test_seed_writes_mutmuts_meta_files_for_the_mutated_files_only(ledger: Any, tmp_path: Path) -> None:
     done = _workdir(
         tmp_path / "a",
