@@ -467,6 +467,19 @@ def test_expand_dense_names_each_bad_argument_and_refuses_top_k():
         expand_dense(logits, valid, u, T, FastConfig(policy="topk", K=3, depth=2, budget=5))
     pool = expand_dense(logits, valid, u, T, cfg, generator=torch.Generator().manual_seed(0))  # the default method
     assert pool.tokens.shape == (2, 1, 3)
+    # the default draw is the Gumbel-max one, on the same generator state; another method is refused
+    wide = torch.randn(2, 1, 50, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    draws = {
+        method: expand_dense(wide, valid, u, T, cfg, generator=torch.Generator().manual_seed(7), **kw).tokens
+        for method, kw in (
+            ("default", {}),
+            ("gumbel", {"method": "gumbel"}),
+            ("multinomial", {"method": "multinomial"}),
+        )
+    }
+    assert torch.equal(draws["default"], draws["gumbel"]) and not torch.equal(draws["gumbel"], draws["multinomial"])
+    with pytest.raises(ValueError, match='expand_dense: method must be "gumbel" or "multinomial", got \'argmax\''):
+        expand_dense(logits, valid, u, T, cfg, method="argmax")
 
 
 def test_results_and_uniforms_name_each_bad_field():
