@@ -152,10 +152,16 @@ def test_naive_verifier_equals_batched(T):
     u = Uniforms.random(16, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(1))
     tree = build_tree(model.draft_logits, cfg, Tb, u)
     logits = model.target_logits(tree)
-    a, b = verify(tree, logits, Tb, cfg, u), verify_naive(tree, logits, Tb, cfg, u)
+    a = _naive_equals_batched(tree, logits, Tb, cfg, u)
+    assert_in_range(tree, a, cfg, 200)
+
+
+def _naive_equals_batched(tree, logits, T, cfg, u):
+    """verify_naive gives verify's output exactly (tokens, accepted nodes, lengths); returns it."""
+    a, b = verify(tree, logits, T, cfg, u), verify_naive(tree, logits, T, cfg, u)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.accepted, b.accepted)
     assert torch.equal(a.lengths, b.lengths)
-    assert_in_range(tree, a, cfg, 200)
+    return a
 
 
 @pytest.mark.parametrize(
@@ -177,10 +183,7 @@ def test_naive_verifier_equals_batched_with_filters_and_empty_slots(cfg):
     if cfg.proxy.kind == "constant":  # the designed case holds: a -1 slot before a child somewhere
         kids = tree.children
         assert bool(((kids[..., :-1] < 0) & (kids[..., 1:] >= 0)).any())
-    logits = model.target_logits(tree)
-    a, b = verify(tree, logits, Tb, cfg, u), verify_naive(tree, logits, Tb, cfg, u)
-    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.accepted, b.accepted)
-    assert torch.equal(a.lengths, b.lengths)
+    _naive_equals_batched(tree, model.target_logits(tree), Tb, cfg, u)
 
 
 def _small_tree():
