@@ -54,6 +54,7 @@ slow_searches+=" and not test_theorem3_rheo_falls_short_of_the_optimum_with_fill
 slow_searches+=" and not test_temperature_zero_m1_differs_from_topk_somewhere"
 fastpath_tests=(
   tests/test_fastpath_laws.py tests/test_fastpath_models.py tests/test_fastpath_differential.py
+  tests/test_fastpath_edges.py tests/test_fastpath_baselines.py
 )
 
 # the subset, as globs over the mapped tree

@@ -11,10 +11,14 @@ Every mutant is put in one class:
   can be logic (a mode, a key, a field name) and counts like any other mutant;
 - ``equivalent``: listed in the equivalent file with its reason (docs/tests.md);
   does not count;
+- ``device-only``: listed there with a reason that starts "device-only:": a ``device=``
+  argument dropped or set to None, the same tensor on the CPU that mutation testing runs on,
+  another device only on an accelerator (the GPU tests, bench/gpu_check.sh). It does not count
+  in the score; a second, strict score counts it as a survivor;
 - ``killed`` (mutmut's killed, timeout and segfault: a crash, -9 or -11), ``survived``, ``no tests`` (no test of the
   selection reaches the function: counted as not killed), anything else as mutmut says.
 
-score = killed / (every mutant - message - equivalent - not run yet). The survivors (``survived`` and
+score = killed / (every mutant - message - equivalent - device-only - not run yet). The survivors (``survived`` and
 ``no tests``, not equivalent) are printed, with their diffs with ``--survivors``. With
 ``--rechecked`` (bench/recheck_survivors.py's verdicts), a survivor that the current tests
 kill counts as killed ("killed on recheck").
@@ -103,7 +107,8 @@ def classify(equivalent: dict[str, str]) -> tuple[dict[str, Counter[str]], list[
                 if message_only(diff):
                     status = "message"
                 elif name in equivalent:
-                    status = "equivalent"
+                    # "device-only: ...": the same on the CPU this runs on, not on an accelerator
+                    status = "device-only" if equivalent[name].startswith("device-only") else "equivalent"
                 else:
                     survivors.append((name, status, diff))
             per_engine.setdefault(engine, Counter())[status] += 1
@@ -147,17 +152,22 @@ def main(argv: list[str]) -> int:
         classes.update(c)
     for engine, c in [*sorted(per_engine.items()), ("all", classes)]:
         killed = c["killed"] + c["killed on recheck"]
-        counted = sum(c.values()) - c["message"] - c["equivalent"] - c["not checked"]
+        counted = sum(c.values()) - c["message"] - c["equivalent"] - c["device-only"] - c["not checked"]
         score = 100.0 * killed / counted if counted else 100.0
         rest = ", ".join(
             f"{k} {v}"
             for k, v in sorted(c.items())
-            if v and k not in ("killed", "message", "equivalent", "not checked")
+            if v and k not in ("killed", "message", "equivalent", "device-only", "not checked")
         )
+        # device-only mutants survive every CPU run; the strict score counts them as survivors
+        strict = 100.0 * killed / (counted + c["device-only"]) if counted + c["device-only"] else 100.0
+        device = f", {c['device-only']} device-only" if c["device-only"] else ""
         summary.append(
-            f"{engine}: {sum(c.values())} mutants, {c['message']} message strings, {c['equivalent']} equivalent "
-            f"and {c['not checked']} not (yet) run not counted; killed {killed} of {counted}: score {score:.1f}%"
+            f"{engine}: {sum(c.values())} mutants, {c['message']} message strings, "
+            f"{c['equivalent']} equivalent{device} and {c['not checked']} not (yet) run not counted; "
+            f"killed {killed} of {counted}: score {score:.1f}%"
             + (f" ({rest})" if rest else "")
+            + (f"; strict, device-only counted as survivors: {strict:.1f}%" if device else "")
         )
         print(summary[-1])
     for name, status, diff in left:
