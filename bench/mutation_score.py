@@ -200,9 +200,14 @@ def markdown(left: list[tuple[str, str, str]], rechecked: dict[str, dict[str, ob
         "",
         *[f"    {line}" for line in summary],
         "",
-        "| mutant | status | the change (first 160 characters) |",
-        "|---|---|---|",
     ]
+    if not left:
+        lines.append(
+            "None: every mutant that counts is killed. The equivalent and device-only ones are listed, "
+            "each with its reason, in bench/equivalent_mutants.txt."
+        )
+        return "\n".join(lines) + "\n"
+    lines += ["| mutant | status | the change (first 160 characters) |", "|---|---|---|"]
     for name, status, diff in left:
         how = "rechecked, survived" if name in rechecked else "not rechecked"
         short = name.removeprefix("rheo.")

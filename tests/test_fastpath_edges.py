@@ -6,6 +6,7 @@ workspace per thread. Each test names the mutant class it kills in its docstring
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from fractions import Fraction
 
@@ -529,3 +530,73 @@ def test_tempered_at_temperature_two_everywhere():
     logits = torch.tensor([[0.0, 1.0, 2.0], [2.0, 0.0, -2.0]], dtype=F64)
     got = tempered(logits, torch.full((2,), 2.0, dtype=F64))
     torch.testing.assert_close(got, torch.softmax(logits / 2, -1), rtol=1e-15, atol=0)
+
+
+def test_padding_rows_follow_the_documented_format():
+    """``DraftTree``'s padding rows (past ``num_nodes``: here a budget of 8 over at most 4
+    nodes) are what its docstring promises a serving engine: token 0, parent -1, kind -1,
+    score 0, prefix all -1, position id 0, no children, an attention row that sees only
+    itself, and retrieve rows of -1 after the leaves."""
+    cfg = FastConfig(K=2, depth=2, budget=8, m=1, beam=1, draft_top_k=None)
+    model = HashTableModel(20, 2, seed=0, dtype=F64)
+    T = torch.full((2,), 0.8, dtype=F64)
+    tree = build_tree(model.draft_logits, cfg, T, Uniforms.random(2, 2, 1, 2, torch.Generator().manual_seed(0)))
+    for i in range(2):
+        n = int(tree.num_nodes[i])
+        assert n < 8
+        pad = slice(n, 8)
+        assert tree.tokens[i, pad].eq(0).all() and tree.parents[i, pad].eq(-1).all()
+        assert tree.kinds[i, pad].eq(-1).all() and tree.scores[i, pad].eq(0).all()
+        assert tree.prefixes[i, n + 1 :].eq(-1).all() and tree.position_ids[i, n + 1 :].eq(0).all()
+        assert tree.children[i, n + 1 :].eq(-1).all()
+        rows = tree.attention_mask[i, n + 1 :]
+        assert torch.equal(rows, torch.eye(9, dtype=torch.bool)[n + 1 :])
+        leaves = int((tree.retrieve_indices[i, :, 0] >= 0).sum())
+        assert tree.retrieve_indices[i, leaves:].eq(-1).all()
+
+
+def test_a_depth_one_tree_of_a_float32_model_has_float64_scores():
+    """Path scores are float64 whatever the model's dtype (docs/fastpath.md), also when the
+    tree is only the root's layer: the root's factors (float32 here) are cast when recorded,
+    not only when multiplied by a parent's float64 score."""
+    cfg = FastConfig(K=3, depth=1, budget=3, m=1, draft_top_k=None)
+    model = HashTableModel(20, 2, seed=0, dtype=torch.float32)
+    tree = build_tree(model.draft_logits, cfg, torch.ones(2), Uniforms.random(2, 3, cfg.B, 1))
+    assert tree.scores.dtype == F64 and bool((tree.scores[tree.valid] > 0).all())
+
+
+def test_order_key_puts_the_shallower_node_first_on_an_exact_score_tie():
+    """docs/spec.md §3, the order key (score desc, depth asc, slot path asc): with the law
+    (1/2, 1/4, 1/4) at every node, the depth-1 nodes of slots 1 and 2 tie exactly with the
+    depth-2 node under slot 0 (1/2 * 1/2 = 1/4), and a budget of 3 keeps the depth-1 ones.
+    Depth and slot path must not be mixed into one number that lets a small slot code at
+    depth 2 overtake a larger one at depth 1."""
+    cfg = FastConfig(policy="topk", K=3, depth=2, budget=3, beam=1, draft_top_k=None)
+
+    def draft(query):
+        b, n = query.valid.shape
+        return torch.tensor([math.log(2.0), 0.0, 0.0], dtype=F64).expand(b, n, 3).clone()
+
+    tree = build_tree(draft, cfg, torch.ones(1, dtype=F64), Uniforms.random(1, 3, 1, 2))
+    assert tree.scores.tolist() == [[0.5, 0.25, 0.25]]
+    assert [path for path, _, _ in tree.request(0)] == [(0,), (1,), (2,)]
+
+
+def test_retrieve_indices_list_the_leaves_in_node_order_on_a_wide_tree():
+    """``DraftTree.retrieve_indices``: one root-to-leaf path per leaf, leaves in node order,
+    then -1 rows. On a tree of 60 nodes with dozens of leaves, an unstable sort of the
+    leaf flags (torch's, even on the CPU, at this width) lists them out of order."""
+    cfg = FastConfig(K=8, depth=3, budget=60, m=1, beam=4, draft_top_k=None)
+    model = HashTableModel(40, 2, seed=3, dtype=F64)
+    T = torch.ones(2, dtype=F64)
+    tree = build_tree(model.draft_logits, cfg, T, Uniforms.random(2, 8, 4, 3, torch.Generator().manual_seed(0)))
+    for i in range(2):
+        n = int(tree.num_nodes[i])
+        parents = tree.parents[i, :n].tolist()
+        leaves = [j for j in range(n) if j not in parents]
+        assert len(leaves) > 20
+        rows = tree.retrieve_indices[i]
+        # each row's last entry that is not -1 is its leaf (root-included index: node j at j + 1)
+        got = [int(r[r >= 0][-1]) - 1 for r in rows[: len(leaves)]]
+        assert got == leaves
+        assert rows[len(leaves) :].eq(-1).all()
