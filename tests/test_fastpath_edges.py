@@ -29,7 +29,8 @@ from rheo.fastpath import (  # noqa: E402
 from rheo.fastpath.config import Proxy  # noqa: E402
 from rheo.fastpath.inputs import expect, expect_params  # noqa: E402
 from rheo.fastpath.laws import softmax_or_zero, target_weights  # noqa: E402
-from rheo.fastpath.pool import expand, ranked_draft_law, rheo_proxy, rheo_slots  # noqa: E402
+from rheo.fastpath.pool import expand, ranked_draft_law, rheo_proxy, rheo_slots, topk_pool  # noqa: E402
+from rheo.fastpath.verify import _workspace  # noqa: E402
 from rheo.fastpath.walk import Walk  # noqa: E402
 from rheo.reference import CaseError  # noqa: E402
 from rheo.reference import Uniforms as ReferenceUniforms  # noqa: E402
@@ -600,3 +601,23 @@ def test_retrieve_indices_list_the_leaves_in_node_order_on_a_wide_tree():
         got = [int(r[r >= 0][-1]) - 1 for r in rows[: len(leaves)]]
         assert got == leaves
         assert rows[len(leaves) :].eq(-1).all()
+
+
+def test_pools_walks_and_buffers_are_made_on_their_inputs_device():
+    """The tensors the fastpath makes itself (Top-K pools' ranks and kinds, the rheo slots'
+    constants, the walk's flags and counters, the verifier's workspace buffers) are made on
+    the device of the tensors they come from. The meta device stands in for an accelerator
+    (these steps need no values): a ``device=`` dropped or set to None would put them on
+    the CPU, where the next operation with the accelerator's tensors fails."""
+
+    def meta(*shape, dtype=F64):
+        return torch.zeros(*shape, dtype=dtype, device="meta")
+
+    pool = topk_pool(meta(2, 1, 4, dtype=torch.int64), meta(2, 1, 4), meta(2, 1, 4, dtype=torch.bool), 3)
+    assert {getattr(pool, f.name).device.type for f in dataclasses.fields(pool) if f.name != "dense"} == {"meta"}
+    cfg = FastConfig(K=3, depth=2, budget=5, m=1)
+    slots = rheo_slots(meta(2, 4, dtype=torch.bool), meta(2, dtype=torch.int64), cfg)
+    assert {x.device.type for x in slots} == {"meta"}
+    walk = Walk(meta(2, 5), meta(2), meta(2), meta(2, 3))
+    assert {x.device.type for x in (walk.moved, walk.next, walk.token, walk.j)} == {"meta"}
+    assert _workspace.get("edges-test", 2, meta(3, 5)).device.type == "meta"
