@@ -17,15 +17,15 @@ import sys
 import time
 
 import pytest
+from recheck_survivors import selection  # bench/: the fastpath selection of bench/mutants.sh
 
-SELECTION = ["tests/test_fastpath_laws.py", "tests/test_fastpath_models.py", "tests/test_fastpath_differential.py"]
 TRIVIAL = "tests/test_fastpath_laws.py::test_inverse_cdf_skips_zero_mass_and_falls_back_to_the_last_token"
 
 
 def main() -> int:
     os.chdir(os.path.join(os.path.dirname(__file__), ".."))
     out, sys.stdout = sys.stdout, open(os.devnull, "w")
-    pytest.main(["--collect-only", "-qqq", "-p", "no:cacheprovider", *SELECTION])  # the server's warm-up
+    pytest.main(["--collect-only", "-qqq", "-p", "no:cacheprovider", *selection("fastpath")])  # the server's warm-up
     for freeze in (False, True):
         pid = os.fork()
         if pid == 0:

@@ -102,7 +102,7 @@ EOF
   # mutmut forks one process per mutant from a server that has imported torch and the tests
   # (its warm-up collects them); pytest's gc.collect() calls (five at every session's end) and
   # Python's own full collections then walk that whole inherited heap, copying its pages
-  # (bench/fork_gc_overhead.py: 1.02 s of CPU for a trivial test, 0.09 s frozen). Frozen objects
+  # (bench/fork_gc_overhead.py: about 0.6 s of CPU for a trivial test, 0.05 s frozen). Frozen objects
   # are skipped. Torch gets one thread per
   # mutant process, as under xdist (the processes already fill the cores).
   cat >>"$tree/conftest.py" <<'EOF'

@@ -1,19 +1,16 @@
-"""The fastpath's baselines and wrong-on-purpose variants, pinned down where the mutation run
-(mutmut over ``fastpath/``) found them untested: the naive verifier (``verify_naive``) on
-designed coins and slots, the full-vocabulary draft baseline (``expand_dense``) against its
-documented draws and pool layout, ``run_cycle``'s own checks and commit, and the variants of
-``rheo.fastpath.variants`` decision by decision against the reference's variants on cases
-where the variant's law actually moves decisions.
+"""The fastpath's baselines, pinned down where the mutation run (mutmut over ``fastpath/``)
+found them untested: the naive verifier (``verify_naive``) on designed coins and slots, the
+full-vocabulary draft baseline (``expand_dense``) against its documented draws and pool
+layout, and ``run_cycle``'s fresh uniforms and commit. (The wrong-on-purpose variants'
+tests are in tests/test_fastpath_differential.py, beside the other variant checks.)
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.checks.differential.fastpath import compare_batch  # noqa: E402
 from rheo.fastpath import (  # noqa: E402
     FastConfig,
     TargetFilters,
@@ -24,91 +21,10 @@ from rheo.fastpath import (  # noqa: E402
 )
 from rheo.fastpath.expand_dense import expand_dense  # noqa: E402
 from rheo.fastpath.pool import FILL, LEAD, SAMPLE  # noqa: E402
-from rheo.testing import HashTableModel, PrefixTableModel  # noqa: E402
+from rheo.testing import HashTableModel  # noqa: E402
 from rheo.testing.ranges import assert_in_range  # noqa: E402
 
 from .test_fastpath_models import _naive_equals_batched  # noqa: E402
-
-
-def _decides_as_reference(model, cfg, temps, seeds):
-    """Each seed's batch through the fastpath and every request through the reference on the
-    same uniforms (``compare_batch``): no request differs; returns the statuses."""
-    statuses = []
-    for seed in seeds:
-        checks, tree, result = compare_batch(model, cfg, temps, np.random.default_rng(seed))
-        bad = [f"seed {seed} request {i}: {c.detail}" for i, c in enumerate(checks) if c.status == "differs"]
-        assert not bad, bad[:3]
-        assert_in_range(tree, result, cfg, model.vocab_size)
-        statuses += [c.status for c in checks]
-    return statuses
-
-
-# ---- the wrong-on-purpose variants against the reference's -------------------------------
-
-# Truncation to draft_top_k = K = 3 of V = 6 tokens leaves U two tokens while the dense law
-# spreads over five, and temperatures 0.5..2 make the tempered, untempered and dense laws
-# far apart: the check law moves the stochastic coin on most requests.
-_STRONG = dict(K=3, depth=2, budget=6, m=1, beam=2, draft_top_k=3)
-STRONG_VARIANTS = {
-    "draft_law dense": dict(draft_law="dense"),
-    "draft_law untempered": dict(draft_law="untempered"),
-    "class_law + dense": dict(draft_law="dense", verify="class_law"),
-    "sample_last + dense": dict(draft_law="dense", verify="sample_last"),
-    "class_law, every fill kept (W = K)": dict(verify="class_law"),
-}
-
-
-@pytest.mark.parametrize("variant", sorted(STRONG_VARIANTS))
-def test_variant_check_laws_decide_as_the_reference_variant(variant):
-    """docs/spec.md §4, the verifiers that exist to be shown lossy: each variant's stochastic
-    step uses the law the spec names (dense: the untruncated tempered law; untempered: r from
-    the untempered q; class_law: r' with the band's mass on x*, also rewritten in the dense
-    law when combined with ``draft_law: "dense"``; sample_last: the dense law after the
-    deterministic steps). On a draft law truncated to K tokens, where those laws are far
-    apart, the fastpath must decide as the reference's variant on every request. Catches a
-    variant that checks against the wrong law (the sampled r instead of the dense one, the
-    dense law for "untempered", the sparse r' instead of the rewritten dense law, the band
-    mass subtracted or summed over the whole batch, (w - dense / Z)^+ after a rejection) or
-    picks the wrong x* when every fill survives and x* is the last kept token."""
-    cfg = FastConfig(**{**_STRONG, **STRONG_VARIANTS[variant]})
-    model = HashTableModel(6, 12, seed=11, rows=4096, scale=1.0, draft_noise=1.0, dtype=torch.float64)
-    statuses = _decides_as_reference(model, cfg, [0.5, 1.0, 1.5, 2.0] * 3, range(4))
-    assert statuses.count("equal") >= 0.9 * len(statuses), statuses
-
-
-def test_class_law_skips_the_stochastic_step_when_the_sample_was_pruned():
-    """docs/spec.md §4 ``class_law``: the stochastic step runs only "where the sample child
-    survived"; otherwise every surviving child gets a point-mass step. Designed so that the
-    visited depth-1 node lost its sample child to pruning while a fill holding token 0
-    survives (a constant proxy 0.5 under a peaked draft law): a verifier that ran the
-    stochastic step on that fill (the missing sample's token reads as 0) decides otherwise."""
-    V = 4
-
-    def draft(i, pre):
-        return [0.0] * V if not pre else [3.0, 0.0, 0.0, 0.0]
-
-    def target(i, pre):
-        g = np.random.default_rng([i, len(pre), *pre])
-        return list(g.normal(size=V))
-
-    model = PrefixTableModel(V, 16, target, draft)
-    cfg = FastConfig(K=2, depth=2, budget=3, m=0, beam=1, draft_top_k=None, proxy=0.5, verify="class_law")
-    T = torch.full((16,), 2.0, dtype=torch.float64)
-    u = Uniforms.random(16, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
-    tree = build_tree(model.draft_logits, cfg, T, u)
-    kids = tree.children[:, 1]  # node 0 (the root's sample): its sample slot pruned, a fill kept
-    assert bool(((kids[:, 0] < 0) & (kids[:, 1] >= 0)).any())
-    _decides_as_reference(model, cfg, [2.0] * 16, range(6))
-
-
-def test_constant_proxy_with_a_single_kept_token():
-    """K = 1, m = 0, draft_top_k = 1: the ranked draft law has one entry (W = 1), so the
-    constant proxy must be shaped from that one column; a proxy read from a second column
-    fails. The fastpath decides as the reference (docs/spec.md §2, a constant proxy c)."""
-    cfg = FastConfig(K=1, depth=2, budget=2, m=0, beam=1, draft_top_k=1, proxy=0.25)
-    model = HashTableModel(5, 4, seed=3, rows=4096, dtype=torch.float64)
-    _decides_as_reference(model, cfg, [0.0, 0.5, 1.0, 1.5], range(3))
-
 
 # ---- the naive verifier on designed slots and coins ---------------------------------------
 
@@ -195,20 +111,6 @@ def test_run_cycle_draws_fresh_uniforms_without_a_generator():
     model = HashTableModel(60, 4, seed=5, dtype=torch.float64)
     tree, result = run_cycle(model, cfg, 0.8)
     assert_in_range(tree, result, cfg, 60)
-
-
-def test_run_cycle_checks_the_uniforms_schedule_under_its_own_name():
-    """Uniforms for another batch size are refused by ``run_cycle`` itself, the message naming
-    ``run_cycle``, the tensor and the expected shape for the model's batch (docs/fastpath.md: a
-    failure names the function and the argument)."""
-    cfg = FastConfig(K=3, depth=3, budget=8, m=1, draft_top_k=16)
-    model = HashTableModel(60, 4, seed=5, dtype=torch.float64)
-    other = Uniforms.random(3, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError) as err:
-        run_cycle(model, cfg, 1.0, uniforms=other)
-    assert str(err.value).startswith(
-        f"run_cycle: uniforms.u_draw must be a float tensor of shape [b, 1+B(D-1)] = [4, {cfg.expansions}]"
-    ), str(err.value)
 
 
 def test_run_cycle_commits_the_tree_it_built():
