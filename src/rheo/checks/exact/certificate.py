@@ -17,6 +17,7 @@ MAX_RUNS = 200_000  # executions of one part of the implementation per case
 PROBES = 24  # random replays per part and case
 TOLERANCE = {53: 1e-9, 24: 1e-6}
 CUT_WIDTH = 2.0**-42  # bisection stops when a cut is known to this width
+WITNESS_FORMAT = "rheo-witness/1"  # what a certificate's witness holds (rheo.checks.witness)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Certificate:
     seconds: float = 0.0
     law: dict[tuple[int, ...], float] = field(default_factory=dict)
     draws: str = "symbolic"  # how the implementation's draws were followed: "symbolic" or "concrete" (a kernel, ...)
+    witness: dict | None = None  # what the law was computed from (rheo.checks.witness replays it), when certified
 
     @property
     def name(self) -> str:
@@ -69,4 +71,14 @@ class Certificate:
             "outputs": self.outputs,
             "seconds": round(self.seconds, 3),
             "draws": self.draws,
+        }
+
+    def with_witness(self) -> dict[str, Any]:
+        """``to_json`` with the case, the law and the witness: what ``rheo.checks.witness.replay``
+        recomputes the law and the verdict from."""
+        return {
+            **self.to_json(),
+            "case": self.case,
+            "output_law": [[list(o), p] for o, p in sorted(self.law.items())],
+            "witness": self.witness,
         }

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, Certificate
+from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, WITNESS_FORMAT, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
 from rheo.checks.exact.tracer import (
     METHODS,
@@ -87,6 +87,20 @@ def _tree_key(t: dict) -> tuple:
     return tuple(sorted(rows))
 
 
+def _choices(leaf: Any) -> list[dict]:
+    """A traced leaf's witness: each choice with two or more options, its weights and option."""
+    return [{"kind": "choice", "weights": list(w), "option": i, "what": fp} for w, i, fp in leaf.steps]
+
+
+def _intervals(cells: list[tuple[float, float]]) -> list[dict]:
+    """A handed-uniform leaf's witness: the cell of every uniform that was split."""
+    return [{"kind": "interval", "cell": [lo, hi]} for lo, hi in cells if (lo, hi) != (0.0, 1.0)]
+
+
+def _given(prob: float, by: str) -> list[dict]:
+    return [{"kind": "given", "probability": float(prob), "by": by}]
+
+
 class _OwnDraws(Exception):
     pass
 
@@ -145,16 +159,17 @@ def _tree_law(
     trees: dict[tuple, list] = {}
     bits = 53
 
-    def add(prob: float, t: dict, backend: float | None = None) -> None:
+    def add(prob: float, t: dict, backend: float | None = None, steps: list | None = None) -> None:
         key = _tree_key(t)
         if key not in trees:
-            trees[key] = [0.0, t, 0.0]
+            trees[key] = [0.0, t, 0.0, []]
         trees[key][0] += prob
         trees[key][2] += prob if backend is None else backend
+        trees[key][3].append(steps or [])
 
     if not impl.builds_trees:
         for prob, tree in enumerate_choices(lambda ch: reference_build_tree(inst, ch), 1.0):
-            add(float(prob), reference_tree(inst, tree))
+            add(float(prob), reference_tree(inst, tree), steps=_given(float(prob), "rheo.reference's tree builder"))
         return trees, bits
     E = 1 + inst.config.B * (inst.config.depth - 1)
     if impl.follows_uniforms:
@@ -168,10 +183,11 @@ def _tree_law(
                 built[key] = t
                 return key
 
-            leaves, structure = handed_law(fn, E, counter)
+            cells: list = []
+            leaves, structure = handed_law(fn, E, counter, cells)
             probe_handed(fn, E, structure, rng, "build_tree")
-        for prob, key in leaves:
-            add(prob, built[key])
+        for (prob, key), c in zip(leaves, cells):
+            add(prob, built[key], steps=_intervals(c))
         return trees, bits
     fixed = _draw_uniforms(inst, np.full(E, 0.5))
     runs_before = counter.runs
@@ -181,9 +197,9 @@ def _tree_law(
         symbolic = str(e)
     counter.runs = runs_before
     trees.clear()
-    leaves, bits = _concrete(symbolic, lambda: call_build_tree(impl, inst, fixed), None, counter, rng)
-    for prob, t in leaves:
-        add(prob, t)
+    leaves, bits, shown = _concrete(symbolic, lambda: call_build_tree(impl, inst, fixed), None, counter, rng)
+    for (prob, t), w in zip(leaves, shown):
+        add(prob, t, steps=w["steps"])
     followed.append("concrete")
     return trees, bits
 
@@ -197,7 +213,7 @@ def _symbolic_tree_law(
     for leaf in enumerate_runs(
         lambda: call_build_tree(impl, inst, fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method
     ):
-        add(leaf.prob, leaf.result, leaf.prob_backend)
+        add(leaf.prob, leaf.result, leaf.prob_backend, _choices(leaf))
         seen[leaf.script] = _tree_key(leaf.result)
         bits = min(bits, leaf.bits)
     counter.runs += runs[0]
@@ -254,17 +270,20 @@ def _walk_law(
     probes: int,
     method: str,
     followed: list[str],
-) -> tuple[dict, dict, int]:
+) -> tuple[dict, dict, int, list[dict]]:
     """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
-    uniform on its generator's grid (the backend law), and the lowest precision compared."""
+    uniform on its generator's grid (the backend law), the lowest precision compared, and
+    the witness (each leaf's steps and output)."""
     law: dict[tuple, float] = defaultdict(float)
     if not impl.verifies:
         labelled = LabelledTree(
             (s, p[-1], KIND_NAMES[k]) for s, p, k in zip(tree["slot_paths"], tree["paths"], tree["kinds"])
         )
+        shown = []
         for o, pr in verification_law(inst, labelled).items():
             law[o] += float(pr)
-        return law, law, 53
+            shown.append({"steps": _given(float(pr), "rheo.reference's verifier"), "output": list(o)})
+        return law, law, 53, shown
     c = inst.config
     n = (c.depth + 1) * (c.K + 2)
     if impl.follows_uniforms:
@@ -276,11 +295,12 @@ def _walk_law(
                 out = guarded(lambda: verifier(u) if verifier is not None else call_verify(impl, inst, tree, u))
                 return out[0], tuple(out[1])
 
-            leaves, structure = handed_law(fn, n, counter)
+            cells: list = []
+            leaves, structure = handed_law(fn, n, counter, cells)
             probe_handed(fn, n, structure, rng, "verify")
         for prob, (tokens, _) in leaves:
             law[tokens] += prob
-        return law, law, 53
+        return law, law, 53, [{"steps": _intervals(c), "output": list(t)} for (_, (t, _)), c in zip(leaves, cells)]
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
     runs_before = counter.runs
     try:
@@ -288,24 +308,26 @@ def _walk_law(
     except Unsupported as e:
         symbolic = str(e)
     counter.runs = runs_before
-    leaves, bits = _concrete(symbolic, lambda: call_verify(impl, inst, tree, fixed), None, counter, rng)
+    leaves, bits, shown = _concrete(symbolic, lambda: call_verify(impl, inst, tree, fixed), None, counter, rng)
     for prob, result in leaves:
         law[result[0]] += prob
     followed.append("concrete")
-    return law, law, bits
+    return law, law, bits, [{"steps": w["steps"], "output": list(r[0])} for w, (_, r) in zip(shown, leaves)]
 
 
 def _symbolic_walk_law(
     impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int,
     method: str, fixed: Uniforms, n: int,
-) -> tuple[dict, dict, int]:  # fmt: skip
+) -> tuple[dict, dict, int, list[dict]]:  # fmt: skip
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
+    shown = []
     verify = _verifier(impl, inst, tree) if method == "fast" else lambda u: call_verify(impl, inst, tree, u)
     for leaf in enumerate_runs(lambda: verify(fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method):
+        shown.append({"steps": _choices(leaf), "output": list(leaf.result[0])})
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
@@ -324,19 +346,20 @@ def _symbolic_walk_law(
                 "verify: a replay with random answers and scrambled seeds gave another output: it uses randomness "
                 f"this check does not intercept ({ESCAPES})"
             )
-    return law, backend, bits
+    return law, backend, bits, shown
 
 
 def _cycle_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, dict, int, str]:
+) -> tuple[dict, dict, int, str, list[dict]]:
     """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
-    backend law beside it, the lowest precision compared, and how the draws were followed
+    backend law beside it, the lowest precision compared, how the draws were followed
     ("symbolic", or "concrete" where the symbolic tracer could not follow them: a kernel, an
-    in-place operation, ``.item()``; ``rheo.checks.exact.concrete``)."""
+    in-place operation, ``.item()``; ``rheo.checks.exact.concrete``), and the witness."""
     runs_before = counter.runs
     try:
-        return (*_symbolic_cycle_law(impl, inst, roots, counter, rng, method), "symbolic")
+        law, backend, bits, shown = _symbolic_cycle_law(impl, inst, roots, counter, rng, method)
+        return law, backend, bits, "symbolic", shown
     except Unsupported as e:
         symbolic = str(e)
     counter.runs = runs_before
@@ -346,41 +369,47 @@ def _cycle_law(
         def rows(n: int) -> list[tuple]:
             return call_cycle_rows(impl, inst, n)
 
-    leaves, bits = _concrete(symbolic, lambda: call_cycle(impl, inst), rows, counter, rng)
-    law: dict[tuple, float] = defaultdict(float)
+    leaves, bits, shown = _concrete(symbolic, lambda: call_cycle(impl, inst), rows, counter, rng)
+    found: dict[tuple, float] = defaultdict(float)
     for prob, out in leaves:
-        law[out] += prob
-    return law, law, bits, "concrete"
+        found[out] += prob
+    return found, found, bits, "concrete", shown
 
 
 def _concrete(
     symbolic: str, call: Callable[[], Any], rows: Callable[[int], list] | None, counter: CallCounter, rng
-) -> tuple[list[tuple[float, Any]], int]:
+) -> tuple[list[tuple[float, Any]], int, list[dict]]:
     """The leaves (probability, result) of ``call`` with its torch draws given concrete values
-    (``rheo.checks.exact.concrete``), after the symbolic tracer stopped with ``symbolic``: the
-    refusal names both when this cannot follow them either."""
+    (``rheo.checks.exact.concrete``), after the symbolic tracer stopped with ``symbolic``, and
+    their witness (each leaf's cells and output): the refusal names both when this cannot
+    follow them either."""
     if "torch" not in sys.modules:
         raise Unsupported(symbolic)
     from rheo.checks.exact.concrete import concrete_law  # needs torch
 
+    shown: list[dict] = []
     try:
-        leaves, runs, bits = concrete_law(call, rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31)))
+        leaves, runs, bits = concrete_law(
+            call, rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31)), witness=shown
+        )
     except Unsupported as e:
         raise Unsupported(f"{e} (the symbolic tracer stopped first: {symbolic})") from None
     counter.runs += runs
-    return leaves, bits
+    return leaves, bits, shown
 
 
 def _symbolic_cycle_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, dict, int]:
+) -> tuple[dict, dict, int, list[dict]]:
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
+    shown = []
     cap = counter.cap - counter.runs
     for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, cap, runs, (impl.obj,), method):
+        shown.append({"steps": _choices(leaf), "output": list(leaf.result)})
         law[leaf.result] += leaf.prob
         backend[leaf.result] += leaf.prob_backend
         seen[leaf.script] = leaf.result
@@ -393,7 +422,7 @@ def _symbolic_cycle_law(
                 "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
                 f"this check does not intercept ({ESCAPES})"
             )
-    return law, backend, bits
+    return law, backend, bits, shown
 
 
 def whole_law_tolerance(cert: Certificate, impl: Implementation, law: dict, bits: int, t0: float) -> float | None:
@@ -434,12 +463,18 @@ def certify_implementation(
         trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method, followed)
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
+        witness: dict[str, Any] = {"format": WITNESS_FORMAT, "judged": "sampler_law" if impl.has_sampler_law else "p_T"}
         if impl.runs_cycles:
-            law, law_backend, bits, how = _cycle_law(impl, inst, roots, counter, rng, method)
+            law, law_backend, bits, how, witness["cycle"] = _cycle_law(impl, inst, roots, counter, rng, method)
             cert.draws = how
         probes = max(2, PROBES // max(1, len(trees)))
-        for w_tree, tree, w_backend in trees.values():
-            walk, walk_backend, b = _walk_law(impl, inst, tree, roots, counter, rng, probes, method, followed)
+        if not impl.runs_cycles:
+            witness["trees"] = []
+        for w_tree, tree, w_backend, tree_steps in trees.values():
+            walk, walk_backend, b, walk_shown = _walk_law(
+                impl, inst, tree, roots, counter, rng, probes, method, followed
+            )
+            witness["trees"].append({"leaves": tree_steps, "walk": walk_shown})
             bits = min(bits, b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr
@@ -474,6 +509,7 @@ def certify_implementation(
     cert.deviation, cert.sequence = float(dev.value), list(dev.sequence)
     cert.continued, cert.target = float(dev.continued), float(dev.target)
     cert.law = dict(law)
+    cert.witness = witness
     cert.backend_deviation = float(max_deviation(judged, dict(law_backend)).value)
     cert.verdict = "lossless" if cert.deviation <= tol else "not lossless"
     cert.seconds = time.perf_counter() - t0

@@ -76,6 +76,7 @@ def counterexample(impl: Implementation, cert: Certificate, shrunk: bool) -> dic
         "case": cert.case,
         "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
         "replay": f"rheo gate --impl {impl.name} --replay FILE",
+        "witness": cert.witness,  # what the law was computed from (rheo.checks.witness replays it)
     }
     if cert.sequence is None:
         return payload

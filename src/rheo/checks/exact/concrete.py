@@ -36,35 +36,19 @@ Specification: docs/spec.md §5 (the law judged), §7.
 
 from __future__ import annotations
 
-import functools
 import math
 import random as _random
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
+from rheo.checks.exact.concrete_race import Assign, Node, Part, RaceSplits, RaceView, _h, _one_low, _plain, _same
 from rheo.checks.exact.random_values import Unsupported
 from rheo.checks.exact.tracer import RunCap
-
-# ---- float bit patterns (bisection over the floats of a dtype) ----
-
-
-def _to_bits(x: float, grid: int) -> int:
-    if grid <= 24:
-        return int(np.array(x, dtype=np.float32).view(np.int32))
-    return int(np.array(x, dtype=np.float64).view(np.int64))
-
-
-def _from_bits(i: int, grid: int) -> float:
-    if grid <= 24:
-        return float(np.array(i, dtype=np.int32).view(np.float32))
-    return float(np.array(i, dtype=np.int64).view(np.float64))
-
 
 # ---- the enumeration ----
 
@@ -72,22 +56,7 @@ def _from_bits(i: int, grid: int) -> float:
 Evaluate = Callable[[list[dict[int, Any]]], list[Run]]
 
 
-@dataclass
-class Node:
-    """A split of one block at a point (its parts, each a (probability, value, child)), or a
-    leaf (``output``)."""
-
-    block: int | None
-    parts: list[tuple[float, Any, Node]] = field(default_factory=list)
-    race_weights: list[float] | None = None
-    cat_weights: list[float] | None = None
-    uniform_cuts: list[tuple[int, int]] | None = None  # per part: grid interval [a, b)
-    groups: list[list[int]] | None = None  # race / cat: the options of each part
-    output: Any = None
-    point: dict[int, Any] = field(default_factory=dict)
-
-
-class ConcreteLaw:
+class ConcreteLaw(RaceSplits):
     """The exact law of ``evaluate``'s output over its draws (see the module docstring).
 
     ``evaluate(points) -> runs`` runs the implementation once per point (or once for all,
@@ -98,6 +67,10 @@ class ConcreteLaw:
         self.width = self.batch  # points per interval and round of a bisection (``concrete_law`` sets it)
         self.memo: dict[tuple, Run] = {}
         self.cuts: dict[Any, list[int]] = {}  # per block (and race token): the cuts found so far, tried first
+        self.checked = 0  # product check: the points a node was rebuilt at
+        self.scaled: set[tuple[tuple[int, ...], str]] = set()  # the races whose form was checked
+        self.found: dict[Any, int] = {}  # the race cuts found by the latest split
+        self.hint: dict[Any, int] = {}  # product check: the cuts the node being rebuilt had, tried first
 
     # evaluation, memoized, in batches
 
@@ -121,7 +94,7 @@ class ConcreteLaw:
                 self.memo[k] = run
         return [self.memo[k] for k in keys]
 
-    # the parts of one block at a point
+    # one node: the first block that matters at a point, split into cells
 
     def _scan_points(self, b: Block, point: dict[int, Any], weights: dict[int, list[float]]) -> list[dict]:
         if b.kind == "u":
@@ -131,16 +104,10 @@ class ConcreteLaw:
         w = b.weights or weights.get(b.id) or []
         return [{**point, b.id: j} for j in range(len(w)) if w[j] > 0]
 
-    def _value(self, b: Block, point: dict[int, Any], weights: dict[int, list[float]]) -> Any:
-        if b.id in point:
-            return point[b.id]
-        if b.kind == "cat":
-            w = b.weights or weights.get(b.id) or [1.0]
-            return int(np.argmax(w))
-        return b.default()
-
-    def build(self, point: dict[int, Any], depth: int = 0) -> Node:
-        """The tree of cells below ``point`` (the blocks it holds fixed)."""
+    def local(self, point: Assign) -> Node:
+        """The node at ``point`` without the tree below it: a leaf where no block not fixed by
+        ``point`` changes the output, else the first such block in draw order, split into its
+        cells (a uniform whose cuts move with the others of its row: the row, as a race)."""
         here = self.eval([point])[0]
         i = 0
         while i < len(self.layout.blocks):  # blocks appear as draws are made; scan in draw order
@@ -158,27 +125,57 @@ class ConcreteLaw:
                     outs = [_h(r.output) for r in runs[k : k + len(ps)]]
                     k += len(ps)
                     if any(o != _h(here.output) for o in outs):
-                        return self._split(b, {**point, b.id: self._value(b, point, here.weights)}, here, depth)
+                        node = self._split(b, point, here)
+                        node.point = dict(point)
+                        return node
             i = len(self.layout.blocks)
-        return Node(None, output=here.output, point=dict(point))
+        return Node("leaf", output=here.output, point=dict(point))
 
-    def _split(self, b: Block, point: dict[int, Any], here: Run, depth: int) -> Node:
-        if b.kind == "u":
-            node = self._split_uniform(b, point)
-        elif b.kind == "race":
-            node = self._split_race(b, point)
-        else:
-            node = self._split_cat(b, point, here)
-        node.point = dict(point)
-        node.parts = [(p, v, self.build({**point, b.id: v}, depth + 1)) for p, v, _ in node.parts]
+    def _split(self, b: Block, point: Assign, here: Run) -> Node:
+        if b.kind == "race":
+            return self._split_race(RaceView((b,), "exp"), point)
+        if b.kind == "cat":
+            return self._split_cat(b, point, here)
+        cells = self._uniform_cells(b, point)
+        siblings = [self.layout.blocks[s] for s in b.row if s != b.id]
+        if siblings and all(s.id not in point for s in siblings) and self._coupled(b, siblings, point, cells):
+            return self._row_race(b, point)
+        node = Node("u", (b.id,), grid=b.grid)
+        for a, c in cells:
+            alts = [{b.id: x} for x in sorted({a, c - 1}) if x != a + (c - a - 1) // 2]
+            node.parts.append(Part((c - a) / 2.0**b.grid, {b.id: a + (c - a - 1) // 2}, alts, (a, c)))
         return node
 
-    def _split_uniform(self, b: Block, point: dict[int, Any]) -> Node:
-        """The cells of uniform ``b`` at ``point``: the grid indices where the output changes,
-        each found by bisection. Cuts this block had at other points are tried first (two
-        answers confirm one), and the midpoints are float32 values while there are any in
-        between, then the grid neighbours of the two float32 ends (a threshold computed in
-        float32 puts the cut there): a few answers instead of 53 where that holds."""
+    def _coupled(self, b: Block, siblings: list[Block], point: Assign, cells: list[tuple[int, int]]) -> bool:
+        """Whether the cuts of uniform ``b`` move when another uniform of its row goes to 0 or
+        to its top: the row is then read as a race, not as independent uniforms."""
+        for s in siblings:
+            for end in (0, (1 << s.grid) - 1):
+                if self._uniform_cells(b, {**point, s.id: end}) != cells:
+                    return True
+        return False
+
+    def _row_race(self, b: Block, point: Assign) -> Node:
+        """A row of uniforms whose elements compete: read as an exponential race over
+        E = -log u (or -log(1 - u), for code that uses 1 - u), refused naming the row where it
+        is neither."""
+        row = tuple(self.layout.blocks[i] for i in b.row)
+        first: Unsupported | None = None
+        for how in ("log", "log1p"):
+            try:
+                return self._split_race(RaceView(row, how), point)
+            except Unsupported as e:
+                first = first or e
+        assert first is not None
+        raise first
+
+    def _uniform_cells(self, b: Block, point: dict[int, Any]) -> list[tuple[int, int]]:
+        """The cells of uniform ``b`` at ``point``: grid intervals [a, c) split where the
+        output changes, each cut found by bisection. Cuts this block had at other points are
+        tried first (two answers confirm one), and the midpoints are float32 values while
+        there are any in between, then the grid neighbours of the two float32 ends (a
+        threshold computed in float32 puts the cut there): a few answers instead of 53 where
+        that holds."""
         top = (1 << b.grid) - 1
         scale = 2.0**b.grid
         seen = self.cuts.setdefault(b.id, [])
@@ -227,179 +224,147 @@ class ConcreteLaw:
         for c in cuts[1:-1]:
             if c not in seen:
                 seen.append(c)
-        node = Node(b.id, uniform_cuts=[])
-        for a, c in zip(cuts, cuts[1:]):
-            node.parts.append(((c - a) / scale, a + (c - a - 1) // 2, node))
-            assert node.uniform_cuts is not None
-            node.uniform_cuts.append((a, c))
-        return node
+        return list(zip(cuts, cuts[1:]))
 
-    def _split_race(self, b: Block, point: dict[int, Any]) -> Node:
-        V = b.size
+    # races
 
-        def at(j: int, E: float, base: tuple[float, ...] | None = None) -> dict:
-            row = list(base or (1.0,) * V)
-            row[j] = E
-            return {**point, b.id: tuple(row)}
-
-        base_out = self.eval([at(0, 1.0)])[0].output
-        low = [r.output for r in self.eval([at(j, DELTA) for j in range(V)])]
-        others = [j for j in range(V) if _h(low[j]) != _h(base_out)]
-        w = [0.0] * V
-        alone: list[Callable[[float], dict]] = [functools.partial(at, j) for j in others]
-        for j, c in zip(others, self._cuts_race(alone, b, base_out, [(b.id, "alone", j) for j in others])):
-            w[j] = c
-        lead = max(others, key=lambda j: w[j])
-        if w[lead] <= 0:
-            raise self._not_race(b, "a token that wins alone has no weight")
-        lead_row = list((1.0,) * V)
-        lead_row[lead] = w[lead] / 4  # the lead's score: 4 (every weight is at most the leader's, 1)
-        same = [j for j in range(V) if j not in others]
-        lead_out = low[lead]
-        against: list[Callable[[float], dict]] = [
-            functools.partial(lambda j, E: at(j, E, tuple(lead_row)), j) for j in same
-        ]
-        cuts = self._cuts_race(against, b, lead_out, [(b.id, "against", lead, j) for j in same], ends=True)
-        for j, c in zip(same, cuts):
-            w[j] = 4 * c
-        total = sum(w)
-        live = [j for j in range(V) if w[j] > 0]
-        keys = self._keys(b, point, [_one_low(V, j, w[j] / 2) for j in live], [low[j] for j in live])
-        groups: dict[Hashable, list[int]] = {}
-        for j, key in zip(live, keys):
-            groups.setdefault(key, []).append(j)
-        node = Node(b.id, race_weights=w, groups=[])
-        for members in groups.values():
-            j = max(members, key=lambda m: w[m])
-            node.parts.append((sum(w[m] for m in members) / total, _one_low(V, j, w[j] / 2), node))
-            assert node.groups is not None
-            node.groups.append(members)
-        return node
-
-    def _cuts_race(
-        self, fns: list[Callable[[float], dict]], b: Block, far: Any, keys: list[Any], ends: bool = False
-    ) -> list[float]:
-        """For each fn: the least E in [DELTA, 1] (over the floats of the draw's dtype) at which
-        fn(E)'s output is ``far`` (the output at E = 1); 0.0 when fn(DELTA) is already ``far``
-        (``ends``: a token too light to win even at DELTA). The cuts found before under the same
-        key (the block, the pass, the token) are tried first: two answers confirm one."""
-        lo_bits, hi_bits = _to_bits(DELTA, b.grid), _to_bits(1.0, b.grid)
-        state = [[lo_bits, hi_bits] for _ in fns]
-        outs_lo = [r.output for r in self.eval([f(DELTA) for f in fns])]
-        done = [False] * len(fns)
-        res = [0.0] * len(fns)
-        for i, o in enumerate(outs_lo):
-            if _h(o) == _h(far):
-                if not ends:
-                    raise self._not_race(b, "an exponential's cut could not be found")
-                done[i] = True
-        first = True
-        while not all(done):
-            live = [i for i in range(len(fns)) if not done[i] and state[i][1] - state[i][0] > 1]
-            if not live:
-                break
-            per = max(1, (self.width - 1) // len(live))
-            asks: list[tuple[int, int]] = []
-            for i in live:
-                a, c = state[i]
-                guesses = [g for g in self.cuts.get(keys[i], []) if a < g - 1 and g < c] if first else []
-                if guesses:
-                    asks += [(i, x) for g in guesses[-4:] for x in (g - 1, g)]
-                    continue
-                n = min(per, c - a - 1)
-                asks += [(i, a + (c - a) * (j + 1) // (n + 1)) for j in range(n)]
-            first = False
-            runs = self.eval([fns[i](_from_bits(k, b.grid)) for i, k in asks])
-            by: dict[int, list[tuple[int, Any]]] = {}
-            for (i, k), r in zip(asks, runs):
-                by.setdefault(i, []).append((k, r.output))
-            for i, got in by.items():
-                a, c = state[i]
-                for k, o in sorted(got):
-                    if _h(o) == _h(far):
-                        c = k
-                        break
-                    if _h(o) != _h(outs_lo[i]):
-                        raise self._not_race(b, "a third output appeared while one exponential moved")
-                    a = k
-                state[i] = [a, c]
-            for i in live:
-                if state[i][1] - state[i][0] <= 1:
-                    done[i] = True
-        for i in range(len(fns)):
-            if res[i] == 0.0 and _h(outs_lo[i]) != _h(far):
-                res[i] = _from_bits(state[i][1], b.grid)
-                seen = self.cuts.setdefault(keys[i], [])
-                if state[i][1] not in seen:
-                    seen.append(state[i][1])
-        return res
-
-    def _not_race(self, b: Block, why: str) -> Unsupported:
-        return Unsupported(
-            f"{b.name()}: the output does not depend on the row of exponentials as an exponential race "
-            f"argmax(w / E) ({why}); exact certification cannot follow it"
-        )
-
-    def _keys(self, b: Block, point: dict[int, Any], values: list[Any], outs: list[Any]) -> list[Hashable]:
-        """What tells the options of block ``b`` apart: their outputs at ``point`` (``outs``)
-        and in two more contexts, every uniform not yet fixed at 0 and at its top. Two options
-        with the same output here may differ further on (a draft token rejected here may be
-        accepted at another uniform): they share a part only if they agree in all three."""
-        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id != b.id]
+    def _keys(self, ids: tuple[int, ...], point: Assign, points: list[Assign], outs: list[Any]) -> list[Hashable]:
+        """What tells the options of a block apart: their outputs at ``point`` (``outs``, the
+        option's values in ``points``) and in two more contexts, every uniform not yet fixed
+        at 0 and at its top. Two options with the same output here may differ further on (a
+        draft token rejected here may be accepted at another uniform): they share a part only
+        if they agree in all three."""
+        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id not in ids]
         keys = [[_h(o)] for o in outs]
         for ends in ("low", "top"):
             ctx = {u.id: 0 if ends == "low" else (1 << u.grid) - 1 for u in free}
-            for key, run in zip(keys, self.eval([{**point, **ctx, b.id: v} for v in values])):
+            mine = [{k: x for k, x in p.items() if k in ids} for p in points]
+            for key, run in zip(keys, self.eval([{**point, **ctx, **m} for m in mine])):
                 key.append(_h(run.output))
         return [tuple(k) for k in keys]
 
     def _split_cat(self, b: Block, point: dict[int, Any], here: Run) -> Node:
         w = list(b.weights or here.weights.get(b.id) or [])
         opts = [j for j in range(len(w)) if w[j] > 0]
-        outs = [r.output for r in self.eval([{**point, b.id: j} for j in opts])]
+        points = [{**point, b.id: j} for j in opts]
+        outs = [r.output for r in self.eval(points)]
         total = sum(w[j] for j in opts)
         groups: dict[Hashable, list[int]] = {}
-        for j, key in zip(opts, self._keys(b, point, opts, outs)):
+        for j, key in zip(opts, self._keys((b.id,), point, points, outs)):
             groups.setdefault(key, []).append(j)
-        node = Node(b.id, cat_weights=w, groups=[])
+        node = Node("cat", (b.id,), weights=w)
         for members in groups.values():
-            node.parts.append((sum(w[m] for m in members) / total, members[0], node))
-            assert node.groups is not None
-            node.groups.append(members)
+            alts = [{b.id: j} for j in members[1:]]
+            node.parts.append(Part(sum(w[m] for m in members) / total, {b.id: members[0]}, alts, members))
         return node
 
-    # the law, and the probes
+    # the tree, the product check, the law
+
+    def build(self, point: Assign) -> Node:
+        """The tree of cells below ``point`` (the blocks it holds fixed)."""
+        node = self.local(point)
+        for part in node.parts:
+            part.child = self.build({**point, **part.assign})
+        return node
+
+    def check_product(self, root: Node) -> None:
+        """Show that every leaf's cell is the product of its path's cells, before its weight
+        counts: each node is rebuilt (``local``) with each block above it moved to the other
+        values of its own cell (a uniform to its cell's two ends; a race to the near-tie
+        corner of its order, the rest of the order reversed, its zero-weight values moved,
+        and the other orders of its part; a categorical to the other options of its part),
+        and must come out the same: the same cuts, weights and cells, or the same output.
+        Raises Unsupported naming both draws where one does not."""
+        stack: list[tuple[Node, list[tuple[Node, Part]]]] = [(root, [])]
+        while stack:
+            node, path = stack.pop()
+            for above, part in path:
+                for alt in part.alts:
+                    self.checked += 1
+                    self.hint = node.hints
+                    try:
+                        other = self.local({**node.point, **alt})
+                    finally:
+                        self.hint = {}
+                    if not _same(node, other):
+                        raise self._not_product(node, above)
+            for part in node.parts:
+                assert part.child is not None
+                stack.append((part.child, [*path, (node, part)]))
+
+    def _name(self, node: Node) -> str:
+        b = self.layout.blocks[node.blocks[0]]
+        return b.name() + (f" (a row of {len(node.blocks)} as a race)" if len(node.blocks) > 1 else "")
+
+    def _not_product(self, node: Node, above: Node) -> Unsupported:
+        what = "its output" if node.kind == "leaf" else f"the cells of {self._name(node)}"
+        return Unsupported(
+            f"{self._name(above)}: {what} change where this draw moves inside one of its cells: the draws are "
+            "not independent steps (their cells are no product), so the enumeration is not exact; exact "
+            "certification cannot follow it"
+        )
 
     def leaves(self, node: Node, prob: float = 1.0) -> list[tuple[float, Any]]:
-        if node.block is None:
+        if node.kind == "leaf":
             return [(prob, node.output)]
         out = []
-        for p, _, child in node.parts:
-            out += self.leaves(child, prob * p)
+        for part in node.parts:
+            assert part.child is not None
+            out += self.leaves(part.child, prob * part.prob)
         return out
 
-    def _locate(self, node: Node, point: dict[int, Any]) -> Node:
+    def witness(self, node: Node, steps: list[dict] | None = None) -> list[dict]:
+        """What the law was computed from: each leaf's output and the cell of each draw on
+        its path (``rheo.checks.witness`` recomputes the law from this alone)."""
+        steps = steps or []
+        if node.kind == "leaf":
+            return [{"steps": steps, "output": _plain(node.output)}]
+        out: list[dict] = []
+        for part in node.parts:
+            assert part.child is not None
+            out += self.witness(part.child, [*steps, self._step(node, part)])
+        return out
+
+    def _step(self, node: Node, part: Part) -> dict:
+        draw = self._name(node)
+        if node.kind == "u":
+            return {"draw": draw, "kind": "uniform", "grid_bits": node.grid, "cell": list(part.cell)}
+        if node.kind == "race":
+            return {"draw": draw, "kind": "race", "weights": node.weights, "orders": part.cell, "values": node.how}
+        return {"draw": draw, "kind": "categorical", "weights": node.weights, "options": part.cell}
+
+    # the probes
+
+    def _locate(self, node: Node, point: Assign) -> Node:
         """Fill ``point`` with random values for the blocks ``node``'s path splits, and return
         the leaf whose cell holds them."""
         rng = self.rng
-        while node.block is not None:
-            b = self.layout.blocks[node.block]
-            if b.kind == "u":
+        while node.kind != "leaf":
+            if node.kind == "u":
+                b = self.layout.blocks[node.blocks[0]]
                 k = int(rng.integers(1 << b.grid))
                 point[b.id] = k
-                i = next(i for i, (a, c) in enumerate(node.uniform_cuts or []) if a <= k < c)
-            elif b.kind == "race":
-                E = tuple(float(x) for x in rng.exponential(size=b.size))
-                point[b.id] = E
-                w = node.race_weights or []
-                win = int(np.argmax([w[j] / E[j] for j in range(b.size)]))
-                i = next(i for i, g in enumerate(node.groups or []) if win in g)
+                i = next(i for i, p in enumerate(node.parts) if p.cell[0] <= k < p.cell[1])
+            elif node.kind == "race":
+                v = RaceView(tuple(self.layout.blocks[j] for j in node.blocks), node.how)
+                if v.how == "exp":
+                    point.update(v.assign([float(x) for x in rng.exponential(size=v.size)]))
+                else:
+                    for b in v.blocks:
+                        point[b.id] = int(rng.integers(1, 1 << b.grid))
+                E, w = v.exps(point), node.weights or []
+                order = sorted((j for j in range(v.size) if w[j] > 0), key=lambda j: -w[j] / E[j])
+                pre = order[: node.prefix]
+                i = next(i for i, p in enumerate(node.parts) if pre in p.cell)
             else:
-                cw = np.asarray(node.cat_weights or [], dtype=float)
+                b = self.layout.blocks[node.blocks[0]]
+                cw = np.asarray(node.weights or [], dtype=float)
                 j = int(rng.choice(len(cw), p=cw / cw.sum()))
                 point[b.id] = j
-                i = next(i for i, g in enumerate(node.groups or []) if j in g)
-            node = node.parts[i][2]
+                i = next(i for i, p in enumerate(node.parts) if j in p.cell)
+            child = node.parts[i].child
+            assert child is not None
+            node = child
         return node
 
     def probe(self, root: Node, count: int) -> None:
@@ -452,23 +417,6 @@ class ConcreteLaw:
         )
 
 
-def _one_low(V: int, j: int, E: float) -> tuple[float, ...]:
-    row = [1.0] * V
-    row[j] = E
-    return tuple(row)
-
-
-def _h(x: Any) -> Any:
-    """A hashable, comparable form of an output."""
-    if isinstance(x, dict):
-        return tuple(sorted((k, _h(v)) for k, v in x.items()))
-    if isinstance(x, (list, tuple)):
-        return tuple(_h(v) for v in x)
-    if isinstance(x, np.ndarray):
-        return tuple(x.reshape(-1).tolist())
-    return x
-
-
 def _scramble(seed: int) -> None:
     _random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -502,12 +450,15 @@ def concrete_law(
     probes: int,
     seed: int,
     batch: int = 64,
+    witness: list[dict] | None = None,
 ) -> tuple[list[tuple[float, Any]], int, int]:
     """(leaves (probability, output), runs, lowest float bits of a draw) of ``call``, whose
     torch draws get concrete values (the module docstring). ``call_rows(rows)``, when given,
     runs ``rows`` copies in one batch (row r's draws the r-th slice of each draw along dim
-    0). Raises Unsupported with one line naming the draw it cannot follow, and RunCap (from
-    ``rheo.checks.exact.tracer``) past ``max_runs`` evaluations."""
+    0). Raises Unsupported with one line naming the draw it cannot follow (or the two draws
+    whose cells are no product), and RunCap (from ``rheo.checks.exact.tracer``) past
+    ``max_runs`` evaluations. ``witness``, when given, receives each leaf's cells and output
+    (``ConcreteLaw.witness``)."""
     layout = Layout()
     runs = [0]
     state = {"rows": call_rows is not None}
@@ -550,8 +501,11 @@ def concrete_law(
         law.batch = 1
     law.width = _width(law) if law.batch > 1 else 1
     root = law.build({})
+    law.check_product(root)  # the proof that the leaves' cells are products, before any weight counts
     if not state["rows"]:
         law.batch = 1
-    law.probe(root, probes)
+    law.probe(root, probes)  # the second line: random points land in their leaves
     bits = min((b.grid for b in layout.blocks if b.kind != "cat"), default=53)
+    if witness is not None:
+        witness.extend(law.witness(root))
     return law.leaves(root), runs[0], bits

@@ -44,6 +44,7 @@ class Block:
     what: str  # the draw, e.g. "Tensor.exponential_"
     grid: int = 53  # "u": the generator's grid in bits; "race": the float bits of the tensor
     weights: list[float] | None = None  # "cat" with fixed weights (randint); else seen per run
+    row: tuple[int, ...] = ()  # "u": the blocks of its row (the last dimension of its draw), itself included
 
     def default(self) -> Any:
         if self.kind == "u":
@@ -142,6 +143,12 @@ class ConcreteMode(TorchFunctionMode):
             d = Draw(kind, shape, [], what)
             for _ in range(n_blocks):
                 d.blocks.append(self.layout.add(make, site))
+            if kind == "u":  # a row of uniforms may be a race (rheo.checks.exact.concrete): each knows its row
+                width = shape[-1] if shape else 1
+                for i in range(0, len(d.blocks), max(1, width)):
+                    row = tuple(d.blocks[i : i + width])
+                    for bid in row:
+                        self.layout.blocks[bid].row = row
             draws.append(d)
         self.n += 1
         return d

@@ -48,9 +48,12 @@ def _cells(h: Callable[[float], Any]) -> list[tuple[float, float, Any]]:
         a, va = hi, h(hi)
 
 
-def handed_law(fn: Callable[[np.ndarray], Any], n: int, counter: CallCounter) -> tuple[list[tuple[float, Any]], Any]:
+def handed_law(
+    fn: Callable[[np.ndarray], Any], n: int, counter: CallCounter, cells: list[list[tuple[float, float]]] | None = None
+) -> tuple[list[tuple[float, Any]], Any]:
     """Leaves (probability, fn's result) of a function of n uniforms, and the tree of cells
-    (for probing)."""
+    (for probing); ``cells``, when given, receives each leaf's cell of every uniform (the
+    witness: the leaf's probability is the product of their lengths)."""
 
     memo: dict[tuple, Any] = {}
 
@@ -61,7 +64,7 @@ def handed_law(fn: Callable[[np.ndarray], Any], n: int, counter: CallCounter) ->
             memo[key] = fn(values)
         return memo[key]
 
-    def rec(k: int, point: np.ndarray, prob: float, leaves: list) -> Any:
+    def rec(k: int, point: np.ndarray, prob: float, leaves: list, path: list[tuple[float, float]]) -> Any:
         def h(x: float) -> Any:
             p = point.copy()
             p[k] = x
@@ -71,17 +74,21 @@ def handed_law(fn: Callable[[np.ndarray], Any], n: int, counter: CallCounter) ->
         for lo, hi, value in _cells(h):
             if k == n - 1:
                 leaves.append((prob * (hi - lo), value))
+                if cells is not None:
+                    cells.append([*path, (lo, hi)])
                 node.append((lo, hi, value))
             else:
                 p = point.copy()
                 p[k] = lo + (hi - lo) / 2
-                node.append((lo, hi, rec(k + 1, p, prob * (hi - lo), leaves)))
+                node.append((lo, hi, rec(k + 1, p, prob * (hi - lo), leaves, [*path, (lo, hi)])))
         return node
 
     leaves: list[tuple[float, Any]] = []
     if n == 0:
+        if cells is not None:
+            cells.append([])
         return [(1.0, g(np.zeros(0)))], None
-    structure = rec(0, np.full(n, 0.5), 1.0, leaves)
+    structure = rec(0, np.full(n, 0.5), 1.0, leaves, [])
     return leaves, structure
 
 

@@ -114,12 +114,18 @@ class Trace:
     pending: list[list[tuple[tuple[int, str], ...]]] | None = None
     memo: dict[tuple, tuple] | None = None
     splits: int = 0
+    raced: set[int] = field(default_factory=set)  # variables a race consumed: compared no more
+    chosen: list[tuple[tuple[float, ...], int, str]] = field(
+        default_factory=list
+    )  # the witness: each choice's weights, option and fingerprint
 
     def restart(self, script: tuple[tuple[int, str], ...]) -> None:
         """Ready for the next run of one enumeration (its pending scripts and memo kept apart)."""
         self.script, self.prob, self.prob_backend, self.pos = script, 1.0, 1.0, 0
         self.taken, self.intervals, self.values, self.origins, self.grids = [], [], [], [], []
         self.bits, self.draws, self.splits = 53, 0, 0
+        self.raced = set()
+        self.chosen = []
         if self.pending is not None:
             self.pending = []
 
@@ -168,6 +174,7 @@ class Trace:
             raise _Branch(tuple((j, fingerprint) for j in live))
         self.pos += 1
         self.taken.append((i, fingerprint))
+        self.chosen.append((tuple(float(weights[j]) for j in live), live.index(i), fingerprint))
         self.prob *= weights[i] / total
         self._backend(i, weights, total, backend)
         return i
@@ -184,6 +191,10 @@ class Trace:
         ``truth(u)`` that must be monotone in u (a step at one cut). Branches when both
         answers occur in the variable's interval. ``near`` (with ``near_cuts``): gives the
         threshold the plain uniform is compared with; the cut is looked for beside it first."""
+        if var in self.raced:
+            raise unsupported(
+                f"{fingerprint}: a random value compared after a race over it (its law is no longer uniform)"
+            )
         lo, hi = self.intervals[var]
         memo, hit = self.memo, None
         key: tuple = ()

@@ -15,6 +15,7 @@ Specification: docs/spec.md §7.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +107,7 @@ class SymTensor(torch.Tensor):
     _rheo_vars: torch.Tensor
     _rheo_origin: str
     _rheo_plain: bool  # the draw itself (no map applied): its comparisons' cuts lie beside the thresholds
+    _rheo_first: int  # the variable of the draw's first element
 
     def _rheo_at(self, u: float) -> torch.Tensor:
         """The chain replayed with every element of the draw at value ``u``."""
@@ -115,11 +117,23 @@ class SymTensor(torch.Tensor):
                 x = func(*_swap(args, _SENTINEL, x), **kwargs)
         return x
 
+    def _rheo_at_values(self, values: dict[int, float]) -> torch.Tensor:
+        """The chain replayed with the draw's variables at ``values`` (var -> u; 0.5 elsewhere)."""
+        with torch._C.DisableTorchFunctionSubclass():
+            u = torch.full(self._rheo_shape, 0.5, dtype=torch.float64)
+            flat = u.view(-1)
+            for var, value in values.items():
+                flat[var - self._rheo_first] = value
+            x = self._rheo_base(u.to(self._rheo_vars.device))
+            for func, args, kwargs in self._rheo_steps:
+                x = func(*_swap(args, _SENTINEL, x), **kwargs)
+        return x
+
     def _derive(self, out: torch.Tensor, step: tuple, new_vars: torch.Tensor) -> SymTensor:
         res = out.as_subclass(SymTensor)
         res._rheo_trace, res._rheo_base, res._rheo_shape = self._rheo_trace, self._rheo_base, self._rheo_shape
         res._rheo_steps, res._rheo_vars, res._rheo_origin = self._rheo_steps + [step], new_vars, self._rheo_origin
-        res._rheo_plain = False
+        res._rheo_plain, res._rheo_first = False, self._rheo_first
         return res
 
     @classmethod
@@ -140,6 +154,8 @@ class SymTensor(torch.Tensor):
             return sym._compare(func, _COMPARE[name], args, kwargs)
         if name in ("argmax", "argmin"):
             return sym._race(name, args, kwargs)
+        if name in ("topk", "sort", "argsort"):
+            return sym._order(name, args, kwargs)
         if name == "searchsorted" and args and args[0] is not sym:
             return sym._searchsorted(func, args, kwargs)
         if name == "item":
@@ -261,18 +277,20 @@ class SymTensor(torch.Tensor):
             arr = [arr[i : i + n] for i in range(0, len(arr), n)]
         return arr
 
-    def _race(self, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
-        """argmax / argmin over independent random elements: categorical when each element
-        is the exponential race p_k / E_k (or E_k / p_k for argmin) or the Gumbel-max
-        c_k + G_k."""
-        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
-        keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+    def _race_row(self, kind: str, name: str, dim: Any) -> tuple[list[float], Callable[[float], float], list[int]]:
+        """The weights of a race over this tensor's elements (largest score first for
+        "argmax", smallest for "argmin"), the E each element's uniform is mapped to, and the
+        elements' variables; refused where it is no race, or where its values were compared
+        before (a race needs untouched uniforms) or raced already."""
         shape = self._rheo_vars.shape
         if dim is not None and any(s != 1 for i, s in enumerate(shape) if i != dim % len(shape)):
-            raise unsupported(f"torch {name} over a batch of random rows ({self._rheo_origin})")
+            raise unsupported(f"torch race ({name}) over a batch of random rows ({self._rheo_origin})")
         flat_vars = self._rheo_vars.reshape(-1).tolist()
         if len(set(flat_vars)) != len(flat_vars):
             raise unsupported(f"torch {name} over elements that share a random value ({self._rheo_origin})")
+        trace = self._rheo_trace
+        if any(v in trace.raced or trace.intervals[v] != [0.0, 1.0] for v in flat_vars):
+            raise unsupported(f"torch {name} over random values already compared or raced ({self._rheo_origin})")
         us = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
         with torch._C.DisableTorchFunctionSubclass():
             F = torch.stack([self._rheo_at(u).reshape(-1).double() for u in us]).cpu()
@@ -280,12 +298,78 @@ class SymTensor(torch.Tensor):
                 [float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item()) for u in us],
                 dtype=torch.float64,
             )
-        weights = _race_weights(F, base, name)
-        if weights is None:
+        fit = _race_fit(F, base, kind)
+        if fit is None:
             raise unsupported(
                 f"torch {name} over random values that are neither an exponential race (p / E) nor a Gumbel-max "
                 f"(log p + G) ({self._rheo_origin})"
             )
+        weights, which = fit
+
+        def exp_of(u: float) -> float:
+            if which == 0:
+                with torch._C.DisableTorchFunctionSubclass():
+                    return float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item())
+            return -math.log(u) if which == 1 else -math.log1p(-u)
+
+        trace.raced.update(flat_vars)
+        return weights, exp_of, flat_vars
+
+    def _order(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """``topk``, ``sort``, ``argsort`` over a race: its places drawn one after another
+        without replacement (Plackett-Luce), each a categorical choice over the weights not
+        drawn yet; the result is the real operation's on values that finish in that order
+        (the ``values`` refuse any use: their size is not part of the law)."""
+        if name == "topk":
+            k = int(_arg(args, kwargs, 1, "k", 1))
+            dim = _arg(args, kwargs, 2, "dim", -1)
+            largest = bool(_arg(args, kwargs, 3, "largest", True))
+        else:
+            k = None
+            dim = _arg(args, kwargs, 1, "dim", -1)
+            largest = bool(_arg(args, kwargs, 2, "descending", False))
+        weights, exp_of, flat_vars = self._race_row("argmax" if largest else "argmin", name, dim)
+        trace, n = self._rheo_trace, len(weights)
+        live = [j for j in range(n) if weights[j] > 0]
+        places = len(live) if k is None else min(k, len(live))
+        real: list[int] | None = None
+        if trace.rng is not None:  # probe mode: the data are the values; their own order is forced
+            with torch._C.DisableTorchFunctionSubclass():
+                real = torch.argsort(self.reshape(-1).double(), descending=largest, stable=True).tolist()
+        left, order = list(weights), []
+        for i in range(places):
+            forced = real[i] if real is not None and left[real[i]] > 0 else None
+            trace.draws += 1
+            j = trace.choose(f"{name} place {i} {self._rheo_origin}", left, forced)
+            order.append(j)
+            left[j] = 0.0
+        rest = [j for j in live if j not in order]
+        full = order + rest
+        scores = {j: weights[j] * 2.0**i for i, j in enumerate(full)}
+        top = max(scores.values())
+        values = {flat_vars[j]: _inverse(exp_of, 4 * scores[j] / top) for j in full}
+        with torch._C.DisableTorchFunctionSubclass():
+            rep = self._rheo_at_values(values).reshape(self.shape)
+            out = getattr(torch, name)(rep, *args[1:], **kwargs)
+            idx = out if name == "argsort" else out[1]
+            got = idx.reshape(-1).tolist()
+        if got[:places] != order or (k is None and got[: len(live)] != full):
+            raise unsupported(
+                f"torch {name} over a race did not keep the order its values were chosen in ({self._rheo_origin})"
+            )
+        if name == "argsort":
+            return idx
+        poisoned = _RaceValues.of(out[0], self._rheo_origin)
+        return type(out)((poisoned, idx))
+
+    def _race(self, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
+        """argmax / argmin over independent random elements: categorical when each element
+        is the exponential race p_k / E_k (or E_k / p_k for argmin) or the Gumbel-max
+        c_k + G_k (an element of weight 0, -inf for argmax, never wins)."""
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+        shape = self._rheo_vars.shape
+        weights, _, _ = self._race_row(name, name, dim)
         k = self._rheo_trace.categorical(weights, f"{name} race {self._rheo_origin}")
         out = torch.tensor(k if dim is None else [k], device=self._rheo_vars.device)
         if dim is not None:
@@ -295,6 +379,43 @@ class SymTensor(torch.Tensor):
         return out
 
 
+class _RaceValues(torch.Tensor):
+    """The values of a ``topk`` or ``sort`` over a race: refused wherever used (the law of
+    their sizes is not the order's)."""
+
+    _rheo_origin: str
+
+    @staticmethod
+    def of(t: torch.Tensor, origin: str) -> _RaceValues:
+        out = t.as_subclass(_RaceValues)
+        out._rheo_origin = origin
+        return out
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = _name(func)
+        if name in _META:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+        origin = next((a._rheo_origin for a in args if isinstance(a, _RaceValues)), "?")
+        raise unsupported(
+            f"torch {name} on the values of a random top-k or sort ({origin}): only its indices can be followed"
+        )
+
+
+def _inverse(exp_of: Callable[[float], float], E: float) -> float:
+    """The uniform u with exp_of(u) = E (exp_of monotone on (0, 1)), by bisection."""
+    lo, hi = 0.0, 1.0
+    rising = exp_of(0.75) > exp_of(0.25)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if (exp_of(mid) < E) == rising:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 def _constant(cols: torch.Tensor) -> torch.Tensor | None:
     """The per-column value when each column of ``cols`` is constant (relative 1e-9)."""
     first = cols[0]
@@ -302,26 +423,35 @@ def _constant(cols: torch.Tensor) -> torch.Tensor | None:
     return first if ok else None
 
 
-def _race_weights(F: torch.Tensor, base: torch.Tensor, name: str) -> list[float] | None:
-    """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E or c_k + Gumbel, with E an
-    exponential variable that is ``base`` or a standard function of the uniform."""
+def _race_fit(F: torch.Tensor, base: torch.Tensor, name: str) -> tuple[list[float], int] | None:
+    """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E or c_k + Gumbel (argmax),
+    E / W_k (argmin), with E an exponential variable that is ``base`` (0), -log u (1) or
+    -log(1 - u) (2) of the uniform; and which E it is. An element that is -inf throughout
+    (argmax; +inf for argmin) has weight 0."""
     u = torch.tensor([0.05, 0.2, 0.4, 0.6, 0.8, 0.95], dtype=torch.float64)
+    never = bool(torch.isneginf(F).all()) if name == "argmax" else bool(torch.isposinf(F).all())
+    dead = (torch.isneginf(F) if name == "argmax" else torch.isposinf(F)).all(0)
+    if never:
+        return None
+    G = F[:, ~dead]
     exps = [base, -torch.log(u), -torch.log1p(-u)]
-    for E in exps:
+    for which, E in enumerate(exps):
         if not bool((E > 0).all()):
             continue
         E = E[:, None]
+        w: torch.Tensor | None = None
         if name == "argmax":
-            w = _constant(F * E)  # F = W / E
-            if w is not None and bool((w >= 0).all()):
-                return w.tolist()
-            c = _constant(F + torch.log(E))  # F = c + G, G = -log E
-            if c is not None:
-                return torch.exp(c - c.max()).tolist()
+            w = _constant(G * E)  # F = W / E
+            if w is None or not bool((w >= 0).all()):
+                c = _constant(G + torch.log(E))  # F = c + G, G = -log E
+                w = None if c is None else torch.exp(c - c.max())
         else:
-            inv = _constant(F / E)  # F = E / W
-            if inv is not None and bool((inv > 0).all()):
-                return (1 / inv).tolist()
+            inv = _constant(G / E)  # F = E / W
+            w = None if inv is None or not bool((inv > 0).all()) else 1 / inv
+        if w is not None:
+            out = torch.zeros(F.shape[1], dtype=torch.float64)
+            out[~dead] = w
+            return out.tolist(), which
     return None
 
 
@@ -341,6 +471,7 @@ def _make_sym(
     sym: SymTensor = t  # type: ignore[assignment]  # the class was just set
     sym._rheo_trace, sym._rheo_base, sym._rheo_shape = trace, base, t.shape
     sym._rheo_steps, sym._rheo_origin, sym._rheo_plain = [], f"{origin} at {_site()}", plain
+    sym._rheo_first = first
     with torch._C.DisableTorchFunctionSubclass():
         sym._rheo_vars = torch.arange(first, first + n, device=t.device).reshape(t.shape)
     return sym

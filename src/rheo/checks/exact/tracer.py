@@ -162,6 +162,7 @@ class Leaf:
     script: tuple[tuple[int, str], ...]
     bits: int
     prob_backend: float  # every uniform on its generator's grid
+    steps: tuple = ()  # the witness: each choice's weights (the options with weight), option and fingerprint
 
 
 class RunCap(Exception):
@@ -208,7 +209,9 @@ def enumerate_runs(
                 raise RunCap(max_runs)
             trace.restart(script)
             result = fn()
-            leaves.append(Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend))
+            leaves.append(
+                Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend, tuple(trace.chosen))
+            )
             for group in trace.pending or ():  # each choice's other options, the last choice's on top
                 stack.extend(reversed(group))
     yield from leaves
@@ -230,7 +233,7 @@ def _replayed(
         except _Branch as b:
             stack.extend(script + (o,) for o in reversed(b.options))
             continue
-        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend)
+        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend, tuple(trace.chosen))
 
 
 def probe_runs(
