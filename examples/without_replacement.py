@@ -12,6 +12,8 @@ them exactly; each lossless design has a planted bug an engine could ship beside
     rheo gate --impl examples.without_replacement:IidDrafts            # lossless
     rheo gate --impl examples.without_replacement:BlockVerification    # lossless
     rheo gate --impl examples.without_replacement:BlockResidualLastLaw # exits 1
+    rheo gate --impl examples.without_replacement:SampledTree          # lossless: build_tree + verify
+    rheo gate --impl examples.without_replacement:SampledTreeFirstLaw  # exits 1
 
 - ``GumbelChain``: a chain (K = 1) drafted by Gumbel-max, ``argmax(log q - log(-log u))``
   over a row of uniforms; standard rejection; correction and bonus by Gumbel-max too.
@@ -32,6 +34,10 @@ them exactly; each lossless design has a planted bug an engine could ship beside
   whose coin eta_i <= h_i (0 if none), and the next token comes from M_b(. | x^L) when
   tau = L, else from norm(max(p_tau M_b - M_s, 0)) at x^tau. ``BlockResidualLastLaw``: that
   residual without the weight p_tau, max(M_b - M_s, 0).
+- ``SampledTree``: ``RecursiveWithoutReplacement`` through ``build_tree`` and ``verify``: every
+  child a sample with the law it was drawn from (``sample_probs``) and its place in the draw
+  (``draw_order``, docs/gate.md "Nodes that draw several children"). ``SampledTreeFirstLaw``:
+  every sibling verified against the first one's law.
 
 Every design draws the same values on every run (a fixed schedule: one row of V uniforms per
 node slot, whether the slot is reached or not), as exact certification needs. Trees take
@@ -276,3 +282,92 @@ class BlockResidualLastLaw(BlockVerification):
 
     def residual(self, weight: float, target: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
         return torch.clamp(target - draft, min=0)
+
+
+class SampledTree:
+    """Lossless: ``RecursiveWithoutReplacement`` through ``build_tree`` and ``verify``. Every
+    child is a sample (kind 1) with the law it was drawn from (``sample_probs``: q renormalised
+    over the tokens its earlier siblings took) and its place in the draw (``draw_order``); the
+    children are stored in token order, as an engine that sorts them would, so the verifier
+    must read the draw order from the tree."""
+
+    follows_uniforms = False
+
+    def supports(self, config: dict) -> bool:
+        """Depth 1 (K = 2 or 3): exact certification enumerates every tree build_tree can
+        return before verifying each, and at depth 2 that is every order of every node's
+        children (216 trees at V = 3, K = 2: about 20 s a case)."""
+        return config["policy"] == "topk" and config["K"] in (2, 3) and config["depth"] == 1 and _plain(config)
+
+    def build_tree(self, draft_logits, config: dict, temperature: float, u_draw) -> dict:
+        K, D, V = config["K"], config["depth"], config["vocab_size"]
+        slots = _Tree().slots(K, D)
+        rows = torch.rand(len(slots), V, dtype=torch.float64)
+        tokens, parents, kinds, order, probs, slot_of = [], [], [], [], [], []
+        frontier = [((), -1)]  # (path, node index of its last token; -1: the root)
+        for s in range(len(slots)):
+            if s >= len(frontier):
+                break
+            path, parent = frontier[s]
+            q = _law(draft_logits([path])[0], temperature)
+            drawn = gumbel_top_k(q, rows[s], K)
+            laws, left = [], q
+            for x in drawn:  # the law each child was drawn from: q without its earlier siblings
+                laws.append(left)
+                rest = left.clone()
+                rest[x] = 0.0
+                left = _normalised(rest, left)
+            for i, x in sorted(enumerate(drawn), key=lambda e: e[1]):  # stored in token order
+                tokens.append(x)
+                parents.append(parent)
+                kinds.append(1)
+                order.append(i)
+                probs.append(laws[i])
+                slot_of.append(i)
+                if len(path) + 1 < D:
+                    frontier.append(((*path, x), len(tokens) - 1))
+        return {
+            "tokens": tokens,
+            "parents": parents,
+            "kinds": kinds,
+            "slots": slot_of,
+            "sample_probs": torch.stack(probs).numpy() if probs else torch.zeros(0, V).numpy(),
+            "draw_order": order,
+        }
+
+    def sibling_law(self, probs, children: list[int], i: int) -> torch.Tensor:
+        return torch.as_tensor(probs[children[i]], dtype=torch.float64)
+
+    def verify(self, tree: dict, target_logits, config: dict, temperature: float, uniforms) -> dict:
+        K, D, V = config["K"], config["depth"], config["vocab_size"]
+        n = len(tree["tokens"])
+        coins = torch.rand(len(_Tree().slots(K, D)), K, dtype=torch.float64)
+        last_u = torch.rand(V, dtype=torch.float64)
+        ps = _law(target_logits, temperature)  # row 0 the root, row i + 1 node i
+        node, accepted, level = -1, [], 0
+        while True:
+            children = sorted((i for i in range(n) if tree["parents"][i] == node), key=lambda i: tree["draw_order"][i])
+            r = ps[node + 1]
+            picked = None
+            for i, c in enumerate(children):
+                q_i = self.sibling_law(tree["sample_probs"], children, i)
+                x = tree["tokens"][c]
+                if bool(coins[level, i] * q_i[x] <= r[x]):
+                    picked = c
+                    break
+                r = _normalised(torch.clamp(r - q_i, min=0), r)
+            if picked is None:
+                return {"tokens": [tree["tokens"][a] for a in accepted] + [gumbel_max(r, last_u)], "accepted": accepted}
+            accepted.append(picked)
+            node, level = picked, level + 1
+            if len(accepted) == D:
+                bonus = gumbel_max(ps[picked + 1], last_u)
+                return {"tokens": [tree["tokens"][a] for a in accepted] + [bonus], "accepted": accepted}
+
+
+class SampledTreeFirstLaw(SampledTree):
+    """Lossy: every sibling verified against the first one's law (q itself): the
+    with-replacement law of a without-replacement draw, as read from the tree."""
+
+    def sibling_law(self, probs, children: list[int], i: int) -> torch.Tensor:
+        return torch.as_tensor(probs[children[0]], dtype=torch.float64)

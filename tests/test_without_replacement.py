@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,16 +16,21 @@ torch = pytest.importorskip("torch")
 from rheo.checks.exact.certify import certify_implementation  # noqa: E402
 from rheo.checks.exact.check import check_exact, cost  # noqa: E402
 from rheo.checks.gate.coverage import supported_cases  # noqa: E402
+from rheo.checks.protocol.calls import call_build_tree  # noqa: E402
+from rheo.checks.protocol.inputs import law_instance  # noqa: E402
 from rheo.checks.protocol.load import load_implementation  # noqa: E402
+from rheo.checks.protocol.outputs import BadOutput, read_tree, verify_nodes  # noqa: E402
 from rheo.checks.statistics.output_law import check_output_law  # noqa: E402
 from rheo.checks.witness import replay  # noqa: E402
+from rheo.reference import Uniforms  # noqa: E402
 
-LOSSLESS = ["GumbelChain", "RecursiveWithoutReplacement", "IidDrafts", "BlockVerification"]
+LOSSLESS = ["GumbelChain", "RecursiveWithoutReplacement", "IidDrafts", "BlockVerification", "SampledTree"]
 BUGS = {  # the bug: the lossless design it is planted in
     "UntemperedKeys": "GumbelChain",
     "ResidualRejectedOnly": "RecursiveWithoutReplacement",
     "WithReplacementRatio": "RecursiveWithoutReplacement",
     "BlockResidualLastLaw": "BlockVerification",
+    "SampledTreeFirstLaw": "SampledTree",
 }
 CASES = 8
 
@@ -52,10 +58,27 @@ def test_each_lossless_design_is_certified_exactly_on_8_cases(name):
         assert replay(json.loads(json.dumps(cert.with_witness()))).agrees
 
 
+# A case on which verifying a second sibling against q instead of q_2 (q without the first
+# draw) is lossy: after token 0 is rejected the residual is (0, 3/4, 1/4); q_2 = (0, 1/2, 1/2)
+# accepts token 2 with probability 1/2, q with 5/6, so token 2 comes out 0.0167 too often at
+# the root. The small matrix cases happen to have no such residual (each is lossless there).
+SECOND_SIBLING = {
+    "name": "second-sibling residual",
+    "vocab_size": 3,
+    "target": {"*": ["1/5", "9/20", "7/20"]},
+    "draft": {"*": ["2/5", "3/10", "3/10"]},
+    "policy": "topk",
+    "K": 2,
+    "depth": 1,
+    "budget": 2,
+    "temperature": "1",
+}
+
+
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_planted_bug_is_caught_exactly_on_its_smallest_case(bug):
     impl = _impl(bug)
-    cases = small_cases(impl)
+    cases = small_cases(impl) + ([SECOND_SIBLING] if bug == "SampledTreeFirstLaw" else [])
     outcome = check_exact(impl, cases)
     assert outcome.verdict == "fail", outcome.detail
     assert outcome.detail.startswith("not lossless (exact)"), outcome.detail
@@ -65,6 +88,32 @@ def test_each_planted_bug_is_caught_exactly_on_its_smallest_case(bug):
     lossy = [row["case_name"] for row in outcome.data["cases"] if row["verdict"] == "not lossless"]
     assert saved["case_name"] == min(lossy, key=lambda n: cost(by_name[n]))
     assert replay(json.loads(json.dumps(saved))).agrees  # the counterexample file's witness
+
+
+def test_a_tree_of_samples_hands_its_draw_order_to_verify():
+    """SampledTree stores children in token order: the checked tree keeps its draw_order,
+    verify is handed it, and the tree law tells trees apart by it."""
+    impl = _impl("SampledTree")
+    case = small_cases(impl)[0]
+    inst = law_instance(case)
+    c = inst.config
+    tree = call_build_tree(impl, inst, Uniforms.random(np.random.default_rng(0), c.K, c.B, c.depth))
+    assert verify_nodes(tree)["draw_order"] == tree["draw_order"]
+    assert sorted(tree["draw_order"]) == list(range(len(tree["tokens"])))  # depth 1: the root's children
+    cert = certify_implementation(impl, case)
+    assert cert.verdict == "lossless" and cert.trees > 1, cert.summary()
+
+
+@pytest.mark.parametrize(
+    "order, message",
+    [([0, 0], r"sampled children of the root are at \[0, 0\], not 0..1"), ([0], "draw_order has 1 entries")],
+)
+def test_a_bad_draw_order_is_refused_by_name(order, message):
+    inst = law_instance(SECOND_SIBLING)
+    tree = {"tokens": [0, 1], "parents": [-1, -1], "kinds": [1, 1], "slots": [0, 1], "draw_order": order}
+    tree["sample_probs"] = np.full((2, 3), 1 / 3)
+    with pytest.raises(BadOutput, match=message):
+        read_tree(tree, inst)
 
 
 def test_a_race_row_costs_few_calls_symbolically():

@@ -40,7 +40,7 @@ from rheo.checks.protocol.inputs import (
 )
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation
-from rheo.checks.protocol.outputs import BadOutput, read_result
+from rheo.checks.protocol.outputs import BadOutput, read_result, verify_nodes
 from rheo.checks.protocol.watch import watched
 from rheo.reference import Uniforms, enumerate_choices
 from rheo.reference.certify import max_deviation
@@ -83,7 +83,8 @@ def _tree_key(t: dict) -> tuple:
     rows = []
     for i in range(len(t["tokens"])):
         probs = tuple(np.asarray(t["sample_probs"][i]).tolist()) if t["kinds"][i] == 1 else ()
-        rows.append((t["slot_paths"][i], t["paths"][i], t["kinds"][i], probs))
+        order = t["draw_order"][i] if "draw_order" in t else -1
+        rows.append((t["slot_paths"][i], t["paths"][i], t["kinds"][i], probs, order))
     return tuple(sorted(rows))
 
 
@@ -246,7 +247,7 @@ def _verifier(impl: Implementation, inst: Instance, tree: dict) -> Callable[[Uni
     """``uniforms -> call_verify(impl, inst, tree, uniforms)`` for every call of one
     enumeration (method "fast"): the target logits and the config made once, each call
     given its own copies (the tree's columns are shared, as there)."""
-    nodes = {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")}
+    nodes = verify_nodes(tree)
     logits, config, temperature = (
         target_logits(inst, tree["paths"]),
         protocol_config(inst),

@@ -20,7 +20,15 @@ from rheo.checks.protocol.inputs import (
     target_logits_fn,
 )
 from rheo.checks.protocol.load import Implementation, message_of
-from rheo.checks.protocol.outputs import BadOutput, field_of, int_column, read_result, read_tree, shortened
+from rheo.checks.protocol.outputs import (
+    BadOutput,
+    field_of,
+    int_column,
+    read_result,
+    read_tree,
+    shortened,
+    verify_nodes,
+)
 from rheo.checks.protocol.watch import watched
 from rheo.reference import UniformChooser, Uniforms, walk
 from rheo.reference.instance import Instance
@@ -50,7 +58,7 @@ def call_verify(impl: Implementation, inst: Instance, tree: dict, uniforms: Unif
         "verify",
         inst,
         impl.obj.verify,
-        {k: tree[k] for k in ("tokens", "parents", "kinds", "slots", "sample_probs")},
+        verify_nodes(tree),
         target_logits(inst, tree["paths"]),
         protocol_config(inst),
         inst.config.temperature.value,

@@ -72,6 +72,7 @@ def read_tree(tree, inst: Instance) -> dict:
                     f"node {i}: sample_probs row {shortened(np.round(row, 6).tolist(), 80)} is not a law (finite, "
                     f"non-negative, summing to 1 within {SUM_TOLERANCE:g})"
                 )
+    order = _draw_order(tree, cols, R)
     paths, slot_paths = [], []
     for i in range(R):
         path: list[int] = []
@@ -85,7 +86,45 @@ def read_tree(tree, inst: Instance) -> dict:
             j = cols["parents"][j]
         paths.append(tuple(reversed(path)))
         slot_paths.append(tuple(reversed(slots)))
-    return {**cols, "sample_probs": probs, "paths": paths, "slot_paths": slot_paths}
+    out = {**cols, "sample_probs": probs, "paths": paths, "slot_paths": slot_paths}
+    if order is not None:
+        out["draw_order"] = order
+    return out
+
+
+VERIFY_COLUMNS = ("tokens", "parents", "kinds", "slots", "sample_probs")  # what verify gets of a tree
+
+
+def verify_nodes(tree: dict) -> dict:
+    """The columns of a checked tree that ``verify`` is handed: ``VERIFY_COLUMNS``, and
+    ``draw_order`` where the builder gave one."""
+    return {k: tree[k] for k in (*VERIFY_COLUMNS, "draw_order") if k in tree}
+
+
+def _draw_order(tree, cols: dict, R: int) -> list[int] | None:
+    """The optional ``draw_order`` column (docs/gate.md, "Nodes that draw several
+    children"): for each sampled node, the place it was drawn in among its parent's
+    sampled children (0 first; the siblings' places 0..n-1, each once), -1 for a lead or fill.
+    None where the tree has none."""
+    raw = tree.get("draw_order") if isinstance(tree, dict) else getattr(tree, "draw_order", None)
+    if raw is None:
+        return None
+    order = int_column(raw, "draw_order")
+    if len(order) != R:
+        raise BadOutput(f"draw_order has {len(order)} entries, expected one per node ({R})")
+    places: dict[int, list[int]] = {}
+    for i in range(R):
+        sampled = cols["kinds"][i] == KINDS["sample"]
+        if sampled != (order[i] >= 0) or order[i] < -1:
+            want = "its place among its parent's sampled children (0 first)" if sampled else "-1 (not sampled)"
+            raise BadOutput(f"node {i}: draw_order {order[i]} must be {want}")
+        if sampled:
+            places.setdefault(cols["parents"][i], []).append(order[i])
+    for parent, got in places.items():
+        if sorted(got) != list(range(len(got))):
+            where = "the root" if parent == -1 else f"node {parent}"
+            raise BadOutput(f"draw_order: the sampled children of {where} are at {sorted(got)}, not 0..{len(got) - 1}")
+    return order
 
 
 def read_result(res, tree: dict, n: int) -> tuple[tuple, list]:
