@@ -7,25 +7,28 @@ the output's dependence on them is found from the outside, one *block* at a time
 - a **uniform** (``torch.rand``, ``rand_like``, ``Tensor.uniform_``; one block per element):
   the output is taken to be a step function of it, each output on one interval; the cuts are
   found by bisection on the generator's own grid (k / 2^24 for float32, k / 2^53 for float64),
-  each cell weighted by its length;
-- an **exponential race** (``Tensor.exponential_``; one block per row of the last dimension):
-  the output is taken to depend on the row only through ``argmax_k w_k / E_k`` for unknown
-  weights w. The weights are recovered by bisecting one exponential at a time with the others
-  fixed (the cut where token j takes over from the leader is w_j / w_leader), and the race's
-  known law P(k) = w_k / sum(w) is used;
+  each cell weighted by its length. Where its cuts move when another uniform of its row goes
+  to 0 or to its top, the row is a race (``rheo.checks.exact.concrete_race``);
+- an **exponential race** (``Tensor.exponential_``, one block per row of the last dimension;
+  or a row of uniforms whose elements compete): the output is taken to depend on the row only
+  through the order of w_k / E_k for unknown weights w. The weights are recovered by bisecting
+  one value at a time with the others fixed, and the order prefixes the output depends on are
+  weighted by the Plackett-Luce law of ordered draws without replacement;
 - a **categorical** draw (``torch.multinomial``, ``bernoulli``, a small-range ``randint``): its
   options are enumerated with their weights.
 
 A block is resolved only where it matters: at each node of the enumeration the first block, in
 draw order, whose value changes the output (the others at their current values) is split, each
 part fixed at a representative value, and the enumeration goes on below it; a node where no
-block matters is a leaf. That is exact while the cells of each block do not depend on where the
-earlier blocks fell inside theirs, which holds for uniforms compared with thresholds and for
-races decided by an argmax. Random probes check it: whole random points, each located in the
-tree of cells, must give their leaf's output; a probe that does not is traced to the first
-block whose value alone changes the answer, and that draw is refused with one line naming it
-and its file:line. A ``randint`` over a range too wide to enumerate (one that seeds another
-generator) is refused with a line saying how to avoid it.
+block matters is a leaf. That is exact only while the cells of each block do not depend on
+where the earlier blocks fell inside theirs: **the product check** (``check_product``) shows it
+before any weight counts, rebuilding every node with each block above it moved to the other
+values of its cell, and refuses, naming both draws, where a node comes out otherwise. Random
+probes are the second line: whole random points, each located in the tree of cells, must give
+their leaf's output; a probe that does not is traced to the first block whose value alone
+changes the answer, and that draw is refused with one line naming it and its file:line. A
+``randint`` over a range too wide to enumerate (one that seeds another generator) is refused
+with a line saying how to avoid it.
 
 An implementation with ``cycle_batch(draft_logits, target_logits, config, temperature, rows)``
 (rows copies of the request in one engine batch, row r's draws the r-th equal slice along dim
