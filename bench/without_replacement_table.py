@@ -19,10 +19,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # examples/ and tests/ from the repository root
 
-from rheo.checks.exact.certify import certify_implementation  # noqa: E402
-from rheo.checks.protocol.load import load_implementation  # noqa: E402
-from rheo.checks.witness import replay  # noqa: E402
-from tests.test_without_replacement import BUGS, LOSSLESS, SECOND_SIBLING, small_cases  # noqa: E402
+from rheo.checks.exact.certify import certify_implementation
+from rheo.checks.protocol.load import load_implementation
+from rheo.checks.witness import replay
+from tests.test_without_replacement import BUGS, LOSSLESS, SECOND_SIBLING, small_cases
 
 
 def row(name: str) -> dict:
@@ -53,7 +53,8 @@ def main() -> int:
     if "--json" in sys.argv:
         print(json.dumps({"rows": rows}))
     else:
-        print("| example | exact / cases | lossy | runs | seconds (slowest case) | largest deviation | draws | witnesses |")
+        head = "example | exact / cases | lossy | runs | seconds (slowest case) | largest deviation | draws | witnesses"
+        print(f"| {head} |")
         print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(

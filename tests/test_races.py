@@ -195,3 +195,19 @@ def test_trace_restart_forgets_the_raced_values():
     trace.raced.add(3)
     trace.restart(())
     assert trace.raced == set()
+
+
+def test_handed_uniforms_whose_cells_are_no_product_are_refused(monkeypatch):
+    """The handed-uniform enumeration has the same check: u_1's cut moves by 0.001 where
+    u_0 > 0.9, although u_0 alone never changes the output at u_1 = 1/2 (one cell); without
+    the check the law is 0.3, not 0.3001."""
+    from rheo.checks.exact import handed
+
+    def fn(u):
+        return int(u[1] < 0.3 + 0.001 * (u[0] > 0.9))
+
+    with pytest.raises(Unsupported, match=r"cells of uniform 1 move where uniform 0 moves inside its cell \[0, 1\)"):
+        handed.handed_law(fn, 2, handed.CallCounter(100_000))
+    monkeypatch.setattr(handed, "_same_cells", lambda *a: None)
+    law = _law(handed.handed_law(fn, 2, handed.CallCounter(100_000))[0])
+    assert law[1] == pytest.approx(0.3, abs=1e-9)

@@ -1,8 +1,10 @@
 """Handed uniforms followed exactly: an implementation that follows docs/spec.md §7 is a
 step function of each uniform. The uniforms are resolved one at a time, in schedule order:
 the cells of one uniform (the intervals on which the output stays the same, later uniforms
-held fixed) are found by bisection to ``CUT_WIDTH``, each weighted by its length, and
-checked at random points (``probe_handed``).
+held fixed) are found by bisection to ``CUT_WIDTH``, each weighted by its length. Each
+uniform's cells are checked to stay put when each earlier uniform moves to the ends of its
+own cell (the product check, as for concrete draws), and the tree of cells at random points
+(``probe_handed``).
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ def handed_law(
             return g(p)
 
         node = []
-        for lo, hi, value in _cells(h):
+        found = _cells(h)
+        _same_cells(g, point, k, found, path)
+        for lo, hi, value in found:
             if k == n - 1:
                 leaves.append((prob * (hi - lo), value))
                 if cells is not None:
@@ -90,6 +94,36 @@ def handed_law(
         return [(1.0, g(np.zeros(0)))], None
     structure = rec(0, np.full(n, 0.5), 1.0, leaves, [])
     return leaves, structure
+
+
+def _same_cells(
+    g: Callable[[np.ndarray], Any], point: np.ndarray, k: int, found: list, path: list[tuple[float, float]]
+) -> None:
+    """The product check: uniform k's cells stay put when each earlier uniform moves to the
+    two ends of its own cell (each cell of u_k keeps its output just inside both of its ends,
+    2 CUT_WIDTH in: a cut is known to that width). Raises Unsupported naming both uniforms
+    where one does not: the enumeration would not be exact."""
+    inside = [_inside(lo, hi) for lo, hi, _ in found]
+    for j, (lo_j, hi_j) in enumerate(path):
+        for end in _inside(lo_j, hi_j):
+            moved = point.copy()
+            moved[j] = end
+            for (_, _, value), xs in zip(found, inside):
+                for x in xs:
+                    moved[k] = x
+                    if g(moved.copy()) != value:
+                        raise Unsupported(
+                            f"the cells of uniform {k} move where uniform {j} moves inside its cell [{lo_j:.6g}, "
+                            f"{hi_j:.6g}): the uniforms are not independent steps (their cells are no product), so "
+                            "the enumeration is not exact"
+                        )
+
+
+def _inside(lo: float, hi: float) -> tuple[float, ...]:
+    """The two ends of the cell [lo, hi), 2 CUT_WIDTH inside it (its middle if it is narrower)."""
+    if hi - lo <= 4 * CUT_WIDTH:
+        return (lo + (hi - lo) / 2,)
+    return (lo + 2 * CUT_WIDTH, hi - 2 * CUT_WIDTH)
 
 
 def _locate(structure: Any, point: np.ndarray) -> Any:
