@@ -165,14 +165,19 @@ def check_exact(
             found, seed = shrunk_search(strategy, lossy, search_examples, seed)
             data["search"] = {"examples": search_examples, "seed": seed, "found": found is not None}
     crashed = [c for c in certs if c.verdict == "crashed"]
+    crashes = [
+        {"check": "exact certification", "implementation": impl.name, **c.to_json(), "case": c.case} for c in crashed
+    ]
     if crashed:
-        first = crashed[0]
-        return Outcome(
-            "fail",
-            f"the implementation failed on {first.name}: {first.detail}",
-            {"check": "exact certification", "implementation": impl.name, **first.to_json(), "case": first.case},
-            data,
+        data["crashed"] = [c.name for c in crashed]
+    also = ""
+    if crashed:
+        also = (
+            f"; the implementation also failed on {len(crashed)} case(s), first {crashed[0].name}: {crashed[0].detail}"
         )
+    if crashed and found is None and not bad:
+        first = crashed[0]
+        return Outcome("fail", f"the implementation failed on {first.name}: {first.detail}", crashes[0], data)
     if found is not None or bad:
         if found is not None:
             found = without_no_ops(impl, found, max_runs)
@@ -190,7 +195,9 @@ def check_exact(
         if "worst_tree" in payload:
             line += f"; one cycle that begins it: {path_line(payload['worst_tree'])}"
         cert.detail = line
-        return Outcome("fail", line, payload, data)
+        if crashes:  # both findings: the lossy law first, the crashes beside it
+            payload["also_crashed"] = crashes
+        return Outcome("fail", line + also, payload, data)
     if refused:
         return Outcome(
             "skip",
