@@ -276,6 +276,23 @@ def test_cases_flag_adds_the_users_cases_and_rejects_a_bad_file(tmp_path):
     assert r.returncode == 2 and "gap.json" in r.stderr and 'target["' in r.stderr, r.stderr
 
 
+def test_cases_only_runs_the_users_cases_alone(tmp_path):
+    case = hashed_case(3, 4, 1, policy="rheo", K=2, m=0, budget=2, temperature="1/2")
+    _write(tmp_path / "mine", "my-chain.json", json.dumps(case))
+    r = rheo(
+        "gate", "--impl", "examples.loop_impl:LoopImplementation", "--profile", "smoke", "--only", "impl:",
+        "--cases", str(tmp_path / "mine"), "--cases-only", "--cycles", "300", "--json", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    exact = next(c for n, c in checks.items() if "exact certification" in n)
+    assert [c["case_name"] for c in exact["data"]["cases"]] == ["my-chain"] and "search" not in exact["data"]
+    law = next(c for n, c in checks.items() if n.startswith("impl: output law ("))
+    assert list(law["data"]["cases"]) == ["my-chain"]
+    r = rheo("gate", "--impl", "examples.loop_impl:LoopImplementation", "--cases-only")
+    assert r.returncode == 2 and "--cases-only: give the cases too (--cases DIR)" in r.stderr
+
+
 class SpecLoop:
     """The loop implementation, declaring that it implements docs/spec.md's algorithm."""
 

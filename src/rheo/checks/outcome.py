@@ -36,6 +36,7 @@ class Profile:
     impl_tv: float | None = None  # rheo gate --tv: statistical cases sized to detect this TV (None: fixed cycles)
     impl_time_budget: float | None = None  # rheo gate --time-budget: seconds per statistical check (None: none)
     impl_exact_budget: float | None = None  # rheo gate --exact-budget: seconds of exact certification past its minimum
+    impl_cases_only: bool = False  # rheo gate --cases-only: exact certification and the output law on --cases alone
     impl_cycles_given: bool = False  # rheo gate --cycles was given: an implementation's time_budget does not apply
 
 

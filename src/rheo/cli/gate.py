@@ -113,6 +113,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "output-law check",
     )
     gate.add_argument(
+        "--cases-only",
+        action="store_true",
+        help="with --cases: exact certification and the output-law check on those cases alone (no drawn cases, "
+        "no Hypothesis search), for quick iteration on the cases you care about",
+    )
+    gate.add_argument(
         "--cycles",
         metavar="N",
         type=int,
@@ -234,6 +240,7 @@ def cmd_gate(args) -> int:
         or args.profile
         or args.strict
         or args.cases
+        or args.cases_only
         or args.cycles
         or args.ray
         or args.tv is not None
@@ -244,6 +251,8 @@ def cmd_gate(args) -> int:
             "--replay reruns one saved counterexample: --profile, --only, --junit, --strict, --cases, --cycles, "
             "--tv, --time-budget, --exact-budget and --ray do not apply to it"
         )
+    if args.cases_only and args.cases is None:
+        return fail("--cases-only: give the cases too (--cases DIR)")
     args.profile = args.profile or "quick"
     for name in ("call-timeout", "timeout", "memory-limit", "exact-budget"):
         problem = _positive(name, getattr(args, name.replace("-", "_")))
@@ -306,6 +315,8 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
     profile = dataclasses.replace(profile, impl_tv=args.tv, impl_time_budget=args.time_budget)
     if args.exact_budget is not None:
         profile = dataclasses.replace(profile, impl_exact_budget=args.exact_budget)
+    if args.cases_only:
+        profile = dataclasses.replace(profile, impl_cases_only=True)
     provides = ""
     if args.impl is not None:
         if args.replay:

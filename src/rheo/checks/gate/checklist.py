@@ -5,6 +5,8 @@ provides).
 
 from __future__ import annotations
 
+import dataclasses
+
 from rheo.checks.cases.corpus import CONTROLS
 from rheo.checks.differential.decision_equality import check_decisions
 from rheo.checks.exact.check import check_exact
@@ -69,6 +71,8 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
 
     def output_law(profile: Profile, progress) -> Outcome:
         sel = supported_cases(impl, "statistical", profile.matrix)
+        if profile.impl_cases_only:  # --cases-only: the user's cases alone
+            sel = dataclasses.replace(sel, cases=[])
         if sel.greedy_only and not extra:
             return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])
         outcome = check_output_law(
@@ -80,6 +84,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
             progress=progress,
             tv=profile.impl_tv,
             time_budget=statistical_budget(profile, impl.obj),
+            **({"min_cases": 1} if profile.impl_cases_only else {}),
         )
         return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 
@@ -88,11 +93,13 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
 
     def exact(profile: Profile, progress) -> Outcome:
         sel = supported_cases(impl, "exact", profile.matrix)
+        if profile.impl_cases_only:  # --cases-only: the user's cases alone, no Hypothesis search
+            sel = dataclasses.replace(sel, cases=[])
         cases = sel.cases + extra
         outcome = check_exact(
             impl,
             cases,
-            profile.impl_exact_search,
+            0 if profile.impl_cases_only else profile.impl_exact_search,
             search_seed(profile),
             progress=progress,
             budget=profile.impl_exact_budget,
