@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  fastpath          decision equality with the reference, cycle law (chi-square), and a\n"
         "                    calibration that must fire on planted bugs (skipped without torch)\n\n"
         "With --impl MODULE:OBJECT (or path/to/file.py:OBJECT, from any directory), the checks of\n"
-        "that implementation:\n"
+        "that implementation (how to write one: docs/adapters.md, the protocol on one page):\n"
         "  decision equality same decisions as the reference on shrinkable generated cases (it\n"
         "                    shows sameness, not losslessness; skipped for follows_uniforms = False)\n"
         "  exact certification\n"
@@ -73,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         'The protocol (build_tree and/or verify; or cycle for whole cycles) is in `python -c "import\n'
         'rheo.checks.protocol as p; help(p)"`, the batched one in rheo.checks.statistics.batched, and docs/gate.md,\n'
         '"Checking another implementation".\n\n'
-        "profiles: quick (default; under 3 minutes on 2 cores) and deep (fresh random\n"
+        "profiles: quick (default; the engine's own gate in under 3 minutes on 2 cores; with --impl\n"
+        "as long as its cycles take: 20,000 per output-law case, see --time-budget) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
         "end to end on the real model SmolLM2-135M, which needs the hf extra); smoke (toy\n"
         "sizes, every check in seconds: for testing rheo itself, not evidence).\n"
