@@ -12,15 +12,17 @@ import pkgutil
 import pytest
 
 import examples
+from rheo.checks.cases.generations import generation_cases
 from rheo.checks.exact.certify import certify_implementation
 from rheo.checks.exact.check import cost
+from rheo.checks.exact.generation import certify_generation
 from rheo.checks.gate.coverage import supported_cases
 from rheo.checks.protocol.inputs import law_instance
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import load_implementation
 from rheo.checks.witness import WitnessError, law_of, plackett_luce, replay, step_probability
 
-ENTRY_POINTS = ("build_tree", "verify", "cycle")
+ENTRY_POINTS = ("build_tree", "verify", "cycle", "generate")
 NOT_CERTIFIED = {
     "examples.kernel_chain:SeededFusedBonus": "refused at its randint: no exact verdict to witness",
     "examples.transformers_style:AssistantChain": "the base of GreedyDraftChain and EarlyStopChain: no next_token",
@@ -29,7 +31,7 @@ NOT_CERTIFIED = {
 
 def _examples() -> list[str]:
     """Every implementation class in examples/ with an entry point exact certification runs
-    (whole generations, ``generate``, are certified by their own check)."""
+    (whole generations, ``generate``, by their own check: ``certify_generation``)."""
     out = []
     for info in pkgutil.iter_modules(examples.__path__):
         if info.name.startswith("test_"):
@@ -61,13 +63,16 @@ def test_every_examples_witness_replays_to_its_verdict(name):
     if "kernel_chain" in name or "without_replacement" in name:
         pytest.importorskip("torch")
     impl = load_implementation(name)
-    cases = sorted(supported_cases(impl, "exact", "smoke").cases, key=cost)
+    if not (impl.builds_trees or impl.verifies or impl.runs_cycles):  # generate alone
+        certify, cases = certify_generation, generation_cases("smoke")
+    else:
+        certify, cases = certify_implementation, sorted(supported_cases(impl, "exact", "smoke").cases, key=cost)
     assert cases, f"{name}: no supported case"
     replayed = 0
     for case in cases:  # the two cheapest with an exact verdict (some raise NotImplementedError on a case)
         if replayed == 2:
             break
-        cert = certify_implementation(impl, case)
+        cert = certify(impl, case)
         if cert.verdict not in ("lossless", "not lossless"):
             continue
         saved = json.loads(json.dumps(cert.with_witness()))  # as a file holds it

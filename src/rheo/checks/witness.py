@@ -4,10 +4,11 @@ recomputed from that law by brute force over every sequence. Nothing here uses t
 enumerator (``rheo.checks.exact``): a second, small computation that must agree with the
 first (docs/gate.md, "The witness").
 
-A witness (``Certificate.witness``, format "rheo-witness/1") is either
-``{"cycle": [leaf, ...]}`` (whole cycles) or ``{"trees": [{"leaves": [steps, ...], "walk":
-[leaf, ...]}, ...]}`` (a tree's probability is the sum over its leaves, each walk leaf's
-is conditional on the tree); a leaf is ``{"steps": [step, ...], "output": [token, ...]}``
+A witness (``Certificate.witness``, format "rheo-witness/1") is ``{"cycle": [leaf, ...]}``
+(whole cycles), ``{"generation": [leaf, ...], "n_tokens": n}`` (whole generations, judged on
+V^n without continuation) or ``{"trees": [{"leaves": [steps, ...], "walk": [leaf, ...]},
+...]}`` (a tree's probability is the sum over its leaves, each walk leaf's is conditional on
+the tree); a leaf is ``{"steps": [step, ...], "output": [token, ...]}``
 and its probability is the product of its steps':
 
 - ``uniform``: a grid cell [a, c) of a uniform on k / 2^grid_bits: (c - a) / 2^grid_bits;
@@ -81,12 +82,13 @@ def law_of(witness: dict) -> dict[tuple[int, ...], float]:
     if not isinstance(witness, dict) or witness.get("format") != FORMAT:
         raise WitnessError(f"witness: expected a dict with format {FORMAT!r}")
     law: dict[tuple[int, ...], float] = defaultdict(float)
-    if "cycle" in witness:
-        for leaf in witness["cycle"]:
+    for key in ("cycle", "generation"):
+        for leaf in witness.get(key, ()):
             law[tuple(leaf["output"])] += _leaf_probability(leaf["steps"])
+    if "cycle" in witness or "generation" in witness:
         return dict(law)
     if "trees" not in witness:
-        raise WitnessError("witness: needs 'cycle' or 'trees'")
+        raise WitnessError("witness: needs 'cycle', 'generation' or 'trees'")
     for tree in witness["trees"]:
         weight = math.fsum(_leaf_probability(steps) for steps in tree["leaves"])
         for leaf in tree["walk"]:
@@ -107,8 +109,11 @@ class Replayed:
     how: str  # "brute force over V^L sequences" or the reference's search
 
 
-def _deviation(target: Any, n: int, L: int, law: dict[tuple[int, ...], float]) -> tuple[float, list[int], str]:
-    """max over s in V^L of |sum_k law(s[:k]) p_T(s[k:] | s[:k]) - p_T(s)|, one sequence at a time."""
+def _deviation(
+    target: Any, n: int, L: int, law: dict[tuple[int, ...], float], whole: bool = False
+) -> tuple[float, list[int], str]:
+    """max over s in V^L of |sum_k law(s[:k]) p_T(s[k:] | s[:k]) - p_T(s)|, one sequence at a
+    time (``whole``: every output has length L, and the sum is law(s) alone)."""
     cond: dict[tuple[int, ...], list[float]] = {}
 
     def p(prefix: tuple[int, ...]) -> list[float]:
@@ -121,7 +126,8 @@ def _deviation(target: Any, n: int, L: int, law: dict[tuple[int, ...], float]) -
         rest = [1.0] * (L + 1)  # rest[k] = p_T(s[k:] | s[:k])
         for k in range(L - 1, -1, -1):
             rest[k] = rest[k + 1] * p(s[:k])[s[k]]
-        continued = math.fsum(law.get(s[:k], 0.0) * rest[k] for k in range(1, L + 1))
+        ks = [L] if whole else range(1, L + 1)
+        continued = math.fsum(law.get(s[:k], 0.0) * rest[k] for k in ks)
         gap = abs(continued - rest[0])
         if gap > best + 1e-18:
             best, where = gap, list(s)
@@ -137,9 +143,10 @@ def replay(saved: dict, target_instance: Any = None) -> Replayed:
     if witness and witness.get("judged") == "sampler_law" and target_instance is None:
         raise WitnessError("witness: judged against the implementation's sampler_law; pass its judged instance")
     inst = target_instance if target_instance is not None else law_instance(saved["case"])
-    n, L = inst.n, inst.seq_len
-    if n**L <= BRUTE_FORCE:
-        dev, seq, how = _deviation(inst.target_law, n, L, law)
+    whole = "generation" in (witness or {})
+    n, L = inst.n, (witness or {}).get("n_tokens", 0) if whole else inst.seq_len
+    if whole or n**L <= BRUTE_FORCE:
+        dev, seq, how = _deviation(inst.target_law, n, L, law, whole)
     else:
         d = max_deviation(inst, law)
         dev, seq, how = float(d.value), list(d.sequence), "the reference's search (V^L too large to list)"

@@ -20,8 +20,8 @@ import numpy as np
 
 from rheo.checks import parallel
 from rheo.checks.cases.generations import generation_cases
-from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, Certificate
-from rheo.checks.exact.certify import _roots, whole_law_tolerance
+from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, WITNESS_FORMAT, Certificate
+from rheo.checks.exact.certify import _choices, _roots, whole_law_tolerance
 from rheo.checks.exact.tracer import RunCap, Unsupported, enumerate_runs, probe_runs
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.generation import call_generate, generation_config, generation_sequence_law, n_tokens_of
@@ -61,12 +61,14 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
     seen: dict[tuple, tuple] = {}
     runs = [0]
     bits = 53
+    shown: list[dict] = []
 
     def run() -> tuple:
         return call_generate(impl, inst, n)
 
     try:
         for leaf in enumerate_runs(run, roots, max_runs, runs, (impl.obj,)):
+            shown.append({"steps": _choices(leaf), "output": list(leaf.result)})
             law[leaf.result] += leaf.prob
             backend[leaf.result] += leaf.prob_backend
             seen[leaf.script] = leaf.result
@@ -109,6 +111,8 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
     cert.deviation, cert.sequence, cert.continued, cert.target = dev, list(seq), got, want
     cert.backend_deviation = generation_deviation(dict(backend), target)[0]
     cert.law = dict(law)
+    judged = "sampler_law" if impl.has_sampler_law else "p_T"
+    cert.witness = {"format": WITNESS_FORMAT, "judged": judged, "generation": shown, "n_tokens": n}
     cert.verdict = "lossless" if dev <= tol else "not lossless"
     cert.seconds = time.perf_counter() - t0
     return cert
@@ -161,6 +165,7 @@ def check_generation_exact(
             "case": cert.case,
             "output_law": {" ".join(map(str, o)): p for o, p in sorted(cert.law.items())},
             "replay": f"rheo gate --impl {impl.name} --replay FILE",
+            "witness": cert.witness,
         }
         return Outcome("fail", line, payload, data)
     refused = [c for c in certs if c.verdict == "unsupported"]

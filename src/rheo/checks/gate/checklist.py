@@ -84,7 +84,6 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
             progress=progress,
             tv=profile.impl_tv,
             time_budget=statistical_budget(profile, impl.obj),
-            **({"min_cases": 1} if profile.impl_cases_only else {}),
         )
         return with_coverage(outcome, sel, sel.cases + extra, list(outcome.data.get("cases", {})))
 
