@@ -145,7 +145,10 @@ class ConcreteLaw(RaceSplits):
             return self._row_race(b, point)
         node = Node("u", (b.id,), grid=b.grid)
         for a, c in cells:
-            alts = [{b.id: x} for x in sorted({a, c - 1}) if x != a + (c - a - 1) // 2]
+            # the cell's two ends, but never u = 0 itself: there `u <= p` holds even where p = 0 (a zero-
+            # probability token accepted), an event of mass 2^-grid the ideal law (u continuous) leaves out
+            ends = {max(a, 1), c - 1}
+            alts = [{b.id: x} for x in sorted(ends) if a <= x < c and x != a + (c - a - 1) // 2]
             node.parts.append(Part((c - a) / 2.0**b.grid, {b.id: a + (c - a - 1) // 2}, alts, (a, c)))
         return node
 
