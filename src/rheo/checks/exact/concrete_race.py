@@ -330,14 +330,12 @@ def _same(a: Node, b: Node) -> bool:
         return False
     if a.kind == "leaf":
         return bool(_h(a.output) == _h(b.output))
-    if [p.cell for p in a.parts] != [p.cell for p in b.parts] and a.kind != "race":
-        return False
-    if a.kind == "race":
-        if (a.how, a.prefix) != (b.how, b.prefix):
-            return False
+    if a.kind == "race":  # the same order prefixes grouped alike, in any order of the groups
         cells = sorted(sorted(map(tuple, p.cell)) for p in a.parts)
-        if cells != sorted(sorted(map(tuple, p.cell)) for p in b.parts):
+        if (a.how, a.prefix, cells) != (b.how, b.prefix, sorted(sorted(map(tuple, p.cell)) for p in b.parts)):
             return False
+    elif [p.cell for p in a.parts] != [p.cell for p in b.parts]:
+        return False
     wa, wb = a.weights or [], b.weights or []
     scale = max([*wa, *wb, 1e-300])
     return len(wa) == len(wb) and all(abs(x - y) <= 2**-18 * scale for x, y in zip(wa, wb))
