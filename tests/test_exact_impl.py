@@ -190,3 +190,15 @@ def test_probes_leave_the_global_random_state_as_it_was():
     np.random.seed(5)
     cert("examples.eagle_style:EagleVerifier", TOPK)
     assert (random.random(), np.random.random()) == expected
+
+
+def test_the_exact_budget_is_a_bound_past_the_cheapest_case_and_the_users():
+    """--exact-budget bounds the check (issue 36 item 7): with the budget spent at once, the
+    cheapest drawn case and the user's cases (given) are certified, the rest not reached."""
+    impl = load_implementation("examples.transformers_style:ChainVerifier")
+    small = hashed_case(3, 1, 1, policy="rheo", K=1, m=0, budget=1, beam=1, temperature="1")
+    mine = {**hashed_case(3, 2, 2, policy="rheo", K=1, m=0, budget=2, beam=1, temperature="1"), "name": "mine"}
+    drawn = [{**CHAIN, "name": "chain"}, {**small, "name": "small"}]
+    out = check_exact(impl, [*drawn, mine], budget=0.0, given=1)
+    assert out.verdict == "pass" and out.data["certified"] == 2, out.detail
+    assert out.data["budget"]["not_reached"] == ["chain"] and "1 of 3 cases not reached" in out.detail

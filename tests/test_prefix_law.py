@@ -182,19 +182,48 @@ def test_sizing_by_tv_runs_the_cycles_the_tv_needs():
     assert calls == [(100, 0)]
 
 
-def test_sizing_by_time_budget_runs_a_pilot_then_what_the_rest_affords(monkeypatch):
+def _clock(monkeypatch, rate: float):
+    """perf_counter as a fake clock that moves only while the runner runs: ``rate`` cycles a second."""
     from rheo.checks.statistics import sizing
 
-    clock = iter([0.0, 1.0])  # the pilot of 200 cycles takes 1 s: 200 cycles per second
-    monkeypatch.setattr(sizing.time, "perf_counter", lambda: next(clock))
+    now = [0.0]
+    monkeypatch.setattr(sizing.time, "perf_counter", lambda: now[0])
+
+    def runner(calls):
+        def run(n, part):
+            calls.append((n, part))
+            now[0] += n / rate
+            return Counter({"a": n})
+
+        return run
+
+    return runner
+
+
+def test_sizing_by_time_budget_runs_a_growing_pilot_then_what_the_rest_affords(monkeypatch):
+    runner = _clock(monkeypatch, rate=200.0)  # 200 cycles a second: 10 s afford 2000
     calls: list = []
-    counts, how = sized_counts(_runner(calls), Sizing(100, time_budget=10), 10.0, {"a": 0.5, "b": 0.5}, 1e-6)
-    assert calls == [(200, 0), (1800, 1)] and counts["a"] == 2000 and how["pilot_cycles_per_second"] == 200
-    clock = iter([0.0, 1.0])
+    counts, how = sized_counts(runner(calls), Sizing(100, time_budget=10), 10.0, {"a": 0.5, "b": 0.5}, 1e-6)
+    assert calls == [(10, 0), (40, 1), (200, 2), (1750, 3)] and counts["a"] == 2000, calls
+    assert how["pilot_cycles_per_second"] == 200 and how["runs"] == 4
     calls.clear()  # with --tv too: the smaller count
     law = {"a": 0.5, "b": 0.5}
-    counts, how = sized_counts(_runner(calls), Sizing(100, tv=0.2, time_budget=10), 10.0, law, 1e-6)
+    counts, how = sized_counts(runner(calls), Sizing(100, tv=0.2, time_budget=10), 10.0, law, 1e-6)
     assert sum(n for n, _ in calls) == min(cycles_for_tv(law, 0.2, 1e-6), 2000) and how["sized_by"] == "tv+time_budget"
+
+
+def test_a_time_budget_bounds_the_pilot_too(monkeypatch):
+    """A slow implementation (2 cycles a second) with a 30 s share runs 60 cycles in 30 s, not a
+    200-cycle pilot of 100 s; below the first run's MIN_CYCLES a case never goes."""
+    from rheo.checks.statistics.sizing import MIN_CYCLES
+
+    runner = _clock(monkeypatch, rate=2.0)
+    calls: list = []
+    counts, _ = sized_counts(runner(calls), Sizing(100, time_budget=30), 30.0, {"a": 0.5, "b": 0.5}, 1e-6)
+    assert sum(n for n, _ in calls) == 60 and calls[0] == (MIN_CYCLES, 0), calls
+    calls.clear()
+    sized_counts(runner(calls), Sizing(100, time_budget=1), 1.0, {"a": 0.5, "b": 0.5}, 1e-6)
+    assert calls == [(MIN_CYCLES, 0)]
 
 
 def test_prefix_law_sized_by_tv_reaches_it_on_the_first_token():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REAL_FIRST, REAL_LATER = 2000, 300  # see real_model_check
-QUICK_PREFIX_CYCLES = 2_000  # the prefix law's cycles per large case in the quick profile
+QUICK_PREFIX_CYCLES = 4_000  # the prefix law's cycles per large case in the quick profile
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from rheo.checks.protocol.worker import (
     LoadFailed,
     NothingMatched,
 )
-from rheo.checks.statistics.sizing import PILOT_CYCLES
+from rheo.checks.statistics.sizing import MIN_CYCLES, PILOT_CYCLES
 from rheo.cli.common import FORMATTER, add_json_flag, emit, fail, fail_case, one_line, progress
 from rheo.reference import CaseError
 
@@ -140,16 +140,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--time-budget",
         metavar="SECONDS",
         type=float,
-        help="with --impl: give each output-law check about SECONDS (each case its share of what is left): a "
-        f"pilot of {PILOT_CYCLES} cycles measures the rate, then as many cycles as the rest affords. With --tv, "
+        help="with --impl: give each output-law check at most SECONDS (each case its share of what is left, its "
+        f"pilot included): a pilot growing from {MIN_CYCLES} to {PILOT_CYCLES} cycles measures the rate, then as many "
+        f"cycles as the rest affords (never fewer than {MIN_CYCLES} a case). With --tv, "
         "the smaller count of the two (the report says whether D was reached). --timeout still bounds the run",
     )
     gate.add_argument(
         "--exact-budget",
         metavar="SECONDS",
         type=float,
-        help="with --impl: exact certification certifies its 8 cheapest cases always, then starts the others "
-        "only while SECONDS last (default: the profile's; quick 300, smoke 60, deep no limit); the cases not "
+        help="with --impl: exact certification certifies its cheapest case (and your --cases) always, then starts "
+        "the others, cheapest first, only while SECONDS last (default: the profile's; quick 300, smoke 60, deep no limit); the cases not "
         "reached are named in the report, and the coverage counts only the cases certified",
     )
     gate.add_argument(

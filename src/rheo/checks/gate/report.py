@@ -43,9 +43,16 @@ def render(results: list[CheckResult], profile: str, header: str = "", strict: b
             if r.data.get("coverage"):
                 lines += coverage_lines(r.data["coverage"])
     passed, why = gate_verdict(results, strict)
+    thin = s["thin_evidence"]
     lines.append(
         f"gate {'PASSED' if passed else 'FAILED'} ({profile}): {s['pass']} passed, {s['fail']} failed, "
-        f"{s['skip']} skipped in {s['seconds']} s" + (f": {why}" if why and not s["fail"] else "")
+        f"{s['skip']} skipped in {s['seconds']} s"
+        + (f": {why}" if why and not s["fail"] else "")
+        + (
+            f"; thin evidence in {len(thin)} (detectable TV up to {max(thin.values()):.2f}): {', '.join(thin)}"
+            if thin
+            else ""
+        )
     )
     return "\n".join(lines)
 

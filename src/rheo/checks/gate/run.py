@@ -117,8 +117,15 @@ def _picture(payload: dict, target: Path, progress: Progress | None) -> str | No
 
 
 def summary(results: list[CheckResult]) -> dict:
+    """Counts of each verdict, the seconds, and ``thin_evidence``: the passing statistical checks
+    whose detectable TV is above rheo.checks.statistics.output_law.THIN_TV (name -> that TV)."""
     counts = {v: sum(r.verdict == v for r in results) for v in ("pass", "fail", "skip")}
-    return {**counts, "seconds": round(sum(r.seconds for r in results), 1)}
+    thin = {
+        r.name: r.data["thin_evidence"]["detectable_tv"]
+        for r in results
+        if r.verdict == "pass" and r.data.get("thin_evidence")
+    }
+    return {**counts, "seconds": round(sum(r.seconds for r in results), 1), "thin_evidence": thin}
 
 
 NOTHING_CHECKED = "every check was skipped: nothing is proven"

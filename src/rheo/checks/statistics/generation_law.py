@@ -33,6 +33,7 @@ from rheo.checks.statistics.output_law import (
     law_head,
     law_line,
     metered_shards,
+    thin_data,
 )
 
 CHECK = "output law, whole generations"
@@ -149,4 +150,6 @@ def check_generation_law(
     )
     if data["unsupported"]:
         detail += f"; unsupported: {', '.join(data['unsupported'])}"
+    if not worst and thin_data(data["cases"]):
+        data["thin_evidence"] = thin_data(data["cases"])
     return Outcome("fail" if worst else "pass", detail, worst, data)

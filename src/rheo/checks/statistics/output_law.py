@@ -31,7 +31,7 @@ from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
 
 STATISTICAL_MIN_CASES = 1  # a statistical check with fewer supported cases proves nothing
-PART_OFFSET = 100_000  # a sized case's second run (after the pilot) seeds as case index + this
+PART_OFFSET = 100_000  # a sized case's run number n (0 the first) seeds as case index + n x this
 
 
 def sequence_law(inst: Instance) -> dict[tuple, float]:
@@ -116,17 +116,40 @@ def law_counterexample(
     }
 
 
+THIN_TV = 0.1  # a pass whose detectable TV is above this is thin evidence, and says so
+
+
+def thin_evidence(tvs: list[float]) -> str:
+    """The words a passing statistical verdict adds when its largest detectable TV (``tvs``,
+    sorted) is above ``THIN_TV``: such a pass would let a law that far from the target through
+    (empty when it is not thin)."""
+    if not tvs or tvs[-1] <= THIN_TV:
+        return ""
+    return (
+        f" (thin evidence: a law up to TV {tvs[-1]:.2f} from the target would likely pass too; more cycles, "
+        f"--tv {THIN_TV:g} or a longer --time-budget make it stronger)"
+    )
+
+
 def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
     """The first words of an output-law verdict: not lossless on the first rejected case, or
-    lossless within the span of detectable TVs over ``cases`` (name -> ``gof_json``)."""
+    lossless within the span of detectable TVs over ``cases`` (name -> ``gof_json``), saying
+    when that is thin evidence (``thin_evidence``)."""
     n = len(cases)
     tvs = sorted(c["detectable_tv"] for c in cases.values() if math.isfinite(c["detectable_tv"]))
     if worst:
         return f"not lossless on {worst['case_name']}"
     if tvs:
         span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
-        return f"lossless on {n} cases, each within detectable TV {span}"
+        return f"lossless on {n} cases, each within detectable TV {span}{thin_evidence(tvs)}"
     return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+
+
+def thin_data(cases: dict) -> dict | None:
+    """``data["thin_evidence"]`` of a passing check: its largest detectable TV where that is above
+    ``THIN_TV`` (None: not thin)."""
+    tvs = [c["detectable_tv"] for c in cases.values() if math.isfinite(c["detectable_tv"])]
+    return {"detectable_tv": max(tvs), "threshold": THIN_TV} if tvs and max(tvs) > THIN_TV else None
 
 
 def per_request_counts(
@@ -332,4 +355,6 @@ def check_output_law(
             if gap > 1e-12
             else f". Its sampler_law equals docs/spec.md §0's law on these cases (largest difference {gap:.1g})"
         )
+    if not worst and thin_data(data["cases"]):
+        data["thin_evidence"] = thin_data(data["cases"])
     return Outcome("fail" if worst else "pass", detail, worst, data)

@@ -40,7 +40,13 @@ from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import GofResult, gof
-from rheo.checks.statistics.output_law import STATISTICAL_MIN_CASES, gof_json, metered_shards
+from rheo.checks.statistics.output_law import (
+    STATISTICAL_MIN_CASES,
+    gof_json,
+    metered_shards,
+    thin_data,
+    thin_evidence,
+)
 from rheo.checks.statistics.sizing import Budget, Sizing, sized_counts
 from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
@@ -230,7 +236,7 @@ def check_prefix_law(
     head = (
         f"not lossless on {worst['case_name']}"
         if worst
-        else f"lossless on {k} cases as far as these tests show, the first token {span}"
+        else f"lossless on {k} cases as far as these tests show, the first token {span}{thin_evidence(tvs)}"
     )
     detail = (
         f"{head} ({sizing.describe()}, alpha {alpha:.2g} per test, {k} of {len(cases)} cases supported): "
@@ -238,6 +244,8 @@ def check_prefix_law(
     )
     if unsupported:
         detail += f"; unsupported: {', '.join(unsupported)}"
+    if not worst and thin_data(data["cases"]):
+        data["thin_evidence"] = thin_data(data["cases"])
     return Outcome("fail" if worst else "pass", detail, worst, data)
 
 

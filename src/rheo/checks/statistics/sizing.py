@@ -4,13 +4,17 @@
 - ``--tv D``: each case gets the fewest cycles at which its test detects a TV of D with
   power 0.99 (``cycles_for_tv`` on the law the case is judged against);
 - ``--time-budget S`` (seconds per check): each case gets its share of what is left of S,
-  counted in cycles from a pilot run's rate (``PILOT_CYCLES`` cycles, then the rest);
+  counted in cycles from the rate of the runs so far: a pilot that grows geometrically from
+  ``MIN_CYCLES`` (x``GROWTH`` a run) while its rate covers fewer than ``PILOT_CYCLES`` cycles,
+  each run no longer than the share affords at the rate measured, then the rest in one run.
+  The budget is a bound: a case stops once its share is spent (past it only when its first
+  ``MIN_CYCLES`` cycles alone take longer);
 - both: the smaller of the two counts (the report says whether D was reached).
 
 Either way the case's verdict states the TV its cycles reached (``detectable_tv``).
-``sized_counts`` runs the cycles of one case; the pilot and the rest are separate runs
-with their own seeds (``run(n, part)``), and a count never depends on what was sampled,
-only on the law, D and the clock.
+``sized_counts`` runs the cycles of one case; the pilot's runs and the rest are separate runs
+with their own seeds (``run(n, part)``, part 0, 1, ...), and a count never depends on what
+was sampled, only on the law, D and the clock.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass
 
 from rheo.checks.statistics.goodness_of_fit import cycles_for_tv
 
-PILOT_CYCLES = 200  # the time budget's pilot run per case (fewer when the TV needs fewer)
-MIN_CYCLES = 10  # a case never gets fewer (a time budget too short for any more)
+PILOT_CYCLES = 200  # the time budget's pilot per case: its runs grow until they cover this many
+MIN_CYCLES = 10  # a case never gets fewer (a time budget too short for any more); the pilot's first run
+GROWTH = 4  # each pilot run at most this many times the cycles run before it
 
 
 @dataclass(frozen=True)
@@ -73,10 +78,10 @@ def sized_counts(
     run: Callable[[int, int], Counter], sizing: Sizing, share: float | None, law, alpha: float
 ) -> tuple[Counter, dict]:
     """One case's counts and how they were sized: ``run(n, part)`` gives the counts of n
-    cycles (part 0 the first run, part 1 the rest after a pilot: their own seeds); ``law``
-    is what the case is judged against (for ``--tv``), ``share`` its seconds (None: none).
-    The dict says ``sized_by`` and, when asked, ``tv_target``, ``cycles_for_tv`` and
-    ``pilot_cycles_per_second``."""
+    cycles (part 0 the first run, then 1, 2, ...: each its own seeds); ``law`` is what the
+    case is judged against (for ``--tv``), ``share`` its seconds (None: none). The dict says
+    ``sized_by`` and, when asked, ``tv_target``, ``cycles_for_tv``, and under a time budget
+    ``pilot_cycles_per_second`` (the rate the pilot measured) and ``runs``."""
     if sizing.fixed:
         return run(sizing.cycles, 0), {"sized_by": "cycles"}
     info: dict = {"sized_by": "+".join(k for k, v in (("tv", sizing.tv), ("time_budget", share)) if v is not None)}
@@ -93,13 +98,18 @@ def sized_counts(
     if share is None:
         assert want is not None
         return run(want, 0), info
-    pilot = max(min(PILOT_CYCLES, want or PILOT_CYCLES), MIN_CYCLES)
     t0 = time.perf_counter()
-    counts = run(pilot, 0)
-    rate = pilot / max(time.perf_counter() - t0, 1e-9)
-    info["pilot_cycles_per_second"] = rate
-    affordable = max(pilot, math.floor(rate * share))
-    total = affordable if want is None else min(want, affordable)
-    if total > pilot:
-        counts = counts + run(total - pilot, 1)
+    counts: Counter = Counter()
+    done, part, step = 0, 0, MIN_CYCLES
+    while step > 0:
+        piloting = done < PILOT_CYCLES
+        counts = counts + run(step, part)
+        done, part = done + step, part + 1
+        rate = done / max(time.perf_counter() - t0, 1e-9)
+        if piloting:
+            info["pilot_cycles_per_second"] = rate
+        affordable = max(MIN_CYCLES, math.floor(rate * share))
+        left = (affordable if want is None else min(want, affordable)) - done
+        step = max(0, left if done >= PILOT_CYCLES else min(left, GROWTH * done))
+    info["runs"] = part
     return counts, info
