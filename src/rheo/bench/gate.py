@@ -18,7 +18,14 @@ The figures, each measured side by side in one run:
    chi-square at alpha 1e-6 split over the quick cases, power 0.99). Targets: 1,000,000
    batched cycles within 60 s, a detectable TV of 0.006 or less. Needs torch.
 
-4. **exact certification** (``--exact``, or ``--exact-only``; minutes: ``rheo.bench.exact_impl``):
+4. **adapter speed**: a cheap adapter's ``cycle`` (``ADAPTER``, a Gumbel-max chain in torch)
+   in a plain loop over the same case tables, against the gate's output-law check on the
+   same case through the supervised worker (``cycles_per_second`` as the check reports it),
+   the worker's torch on one thread (``--threads 1``, the default) and on torch's own count
+   (``--threads 0``); the plain loop likewise. Target: the gate within 2x of the plain loop
+   at one thread (``plain_over_gate``). Needs torch.
+
+5. **exact certification** (``--exact``, or ``--exact-only``; minutes: ``rheo.bench.exact_impl``):
    an own-randomness verifier (EAGLE's) certified by the replay path and by the one-pass
    path on three depth-3 Rheo-tree cases (runs, seconds, ratio; target: 10x on the largest,
    V=8 D=3 K=4 R=10), a handed-uniform implementation the same two ways, and the largest
@@ -51,7 +58,7 @@ from rheo.checks.gate.checklist import impl_checks
 from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import FAMILY_ALPHA, PROFILES
 from rheo.checks.protocol import watch, worker
-from rheo.checks.protocol.inputs import law_instance
+from rheo.checks.protocol.inputs import law_instance, protocol_config
 from rheo.checks.protocol.load import Implementation, load_implementation
 from rheo.checks.statistics.goodness_of_fit import detectable_tv, merge_bins
 from rheo.checks.statistics.output_law import continued_outputs, sequence_law
@@ -191,6 +198,81 @@ def protocols(quick: bool, progress: Callable[[str], object]) -> dict:
     return out
 
 
+ADAPTER = "examples.without_replacement:GumbelChain"  # a cheap whole-cycle adapter (torch, tiny tensors)
+ADAPTER_CHECK = "output law (whole cycles)"
+
+
+def _memoised(logits: Callable) -> Callable:
+    """paths -> logits, each path's row computed once (a plain loop's tables cost nothing)."""
+    rows: dict = {}
+
+    def answer(paths):
+        for p in paths:
+            if tuple(p) not in rows:
+                rows[tuple(p)] = logits([p])[0]
+        return np.stack([rows[tuple(p)] for p in paths])
+
+    return answer
+
+
+def _plain_rate(spec: str, case: dict, cycles: int, threads: int | None) -> float:
+    """Cycles per second of the adapter's ``cycle`` in a plain loop on ``case``'s tables
+    (precomputed: no protocol, no checking, no continuation) with torch on ``threads``."""
+    import torch
+
+    from rheo.checks.protocol.inputs import draft_logits_fn, protocol_config, target_logits_fn
+
+    impl = load_implementation(spec)
+    inst = law_instance(case)
+    draft_logits, target_logits = _memoised(draft_logits_fn(inst)), _memoised(target_logits_fn(inst))
+    config, temperature = protocol_config(inst), inst.config.temperature.value
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        for _ in range(20):  # warm-up, and every table row memoised
+            impl.obj.cycle(draft_logits, target_logits, config, temperature)
+        t0 = time.perf_counter()
+        for _ in range(cycles):
+            impl.obj.cycle(draft_logits, target_logits, config, temperature)
+        return cycles / (time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def adapter_speed(quick: bool, progress: Callable[[str], object], cycles: int | None = None) -> dict:
+    """The gate's output-law cycle rate against a plain loop over the same adapter, side by side
+    (``cycles`` each; default 2,000 with ``quick``, else 10,000)."""
+    import dataclasses
+
+    impl = load_implementation(ADAPTER)
+    [(name, case)] = [
+        (c["name"], c) for c in output_law_cases("quick") if impl.supports(protocol_config(law_instance(c)))
+    ][:1]
+    cycles = cycles or (2_000 if quick else 10_000)
+    profile = dataclasses.replace(PROFILES["smoke"], impl_cycles=cycles, impl_cycles_given=True)
+    out: dict = {"adapter": ADAPTER, "case": name, "cycles": cycles}
+    with tempfile.TemporaryDirectory() as folder:
+        for threads, key in ((1, "one_thread"), (None, "torch_default_threads")):
+            progress(
+                f"adapter speed: {cycles} cycles in a plain loop, torch on {threads or 'its own count of'} threads ..."
+            )
+            out[f"plain_cycles_per_second_{key}"] = _plain_rate(ADAPTER, case, cycles, threads)
+            progress(f"adapter speed: the gate's output law on the same case, --threads {threads or 0} ...")
+            given = dataclasses.replace(profile, impl_cases_only=True)
+            run = supervised.run_impl_checks(
+                ADAPTER, [case], given, ADAPTER_CHECK, Path(folder), worker.Limits(threads=threads)
+            )
+            [res] = run.results
+            if res.verdict != "pass":
+                raise AssertionError(f"the gate's output law did not pass on {name}: {res.detail}")
+            out[f"gate_cycles_per_second_{key}"] = res.data["cycles_per_second"]
+    one, plain = out["gate_cycles_per_second_one_thread"], out["plain_cycles_per_second_one_thread"]
+    out["plain_over_gate"] = plain / one if one else None
+    default = out["gate_cycles_per_second_torch_default_threads"]
+    out["gate_one_thread_over_default"] = one / default if one and default else None
+    return out
+
+
 def exact_only(progress: Callable[[str], object] = print, limit: float = 60.0) -> dict:
     """``rheo bench gate --exact-only``: the exact-certification rows alone."""
     rows = run_exact_rows(progress, limit)
@@ -235,6 +317,10 @@ def run_bench_gate(
             "batched_cycles_in_60s",
         ):
             out[key] = proto[key]
+        progress("adapter speed: a plain loop against the gate's output law, one adapter ...")
+        speed = adapter_speed(quick, progress)
+        out["adapter_speed"] = speed
+        out["plain_over_gate"] = speed["plain_over_gate"]
     out["device"] = "cpu" if out["protocols"] is None else out["protocols"]["device"]  # where the protocols ran
     same_law = True
     if exact:

@@ -154,5 +154,6 @@ GATE = (  # rheo bench gate (rheo.bench.gate)
     Target("batched_cycles_in_60s", ">=", BATCHED_TARGET_CYCLES_60S),
     Target("batched_detectable_tv_60s", "<=", BATCHED_TARGET_TV),
     Target("exact_fast_over_replay", ">=", EXACT_SPEEDUP),  # measured with --exact only (pure Python)
+    Target("plain_over_gate", "<=", 2.0),  # a cheap adapter's plain loop over the gate's output-law rate
 )
 EXACT = (Target("speedup", ">=", 20),)  # rheo bench exact (rheo.bench.exact): pure Python, any device

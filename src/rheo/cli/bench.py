@@ -97,7 +97,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "   and the detectable TV per case of a 60-second run of each (targets: >= 1,000,000\n"
         "   batched cycles in 60 s, detectable TV <= 0.006; --json keys per_request_cycles_per_second,\n"
         "   batched_cycles_per_second, batched_detectable_tv_60s).\n"
-        "4. exact certification (--exact or --exact-only; several minutes, most of them the replay\n"
+        "4. adapter speed (needs torch): examples.without_replacement:GumbelChain's cycle in a plain\n"
+        "   loop over one case's tables against the gate's output law on the same case (supervised\n"
+        "   worker, its own cycles per second), with torch on one thread (--threads 1, the gate's\n"
+        "   default) and on its own count (--threads 0) (target: plain / gate <= 2 at one thread;\n"
+        "   --json key plain_over_gate).\n"
+        "5. exact certification (--exact or --exact-only; several minutes, most of them the replay\n"
         "   path): examples.eagle_style:EagleVerifier (its own draws) on Rheo trees, depth 3, m=1,\n"
         "   beam 1, seed 0 (V=5 K=3 R=6, V=6 K=3 R=8, V=8 K=4 R=10), certified by the replay path\n"
         "   and by the one-pass path, side by side (runs, seconds, ratio; target >= 10x on\n"
@@ -181,6 +186,7 @@ def render_gate(out: dict) -> str:
             f"    in a supervised worker            {r['in_worker_seconds']:>10.2f} s",
             f"    overhead (start + calls)          {r['worker_overhead_seconds']:>10.2f} s",
             *_render_protocols(out.get("protocols"), _marks(out)),
+            *_render_adapter_speed(out.get("adapter_speed"), _marks(out)),
             *(_render_exact(out) if "exact_certification" in out else []),
         ]
     )
@@ -226,6 +232,21 @@ def _render_protocols(p: dict | None, marks: dict[str, str]) -> list[str]:
         f"{marks.get('batched_cycles_in_60s', 'not judged')}",
         f"    batched detectable TV in 60 s     {p['batched_detectable_tv_60s']:>10.4f}   target <= 0.006: "
         f"{marks.get('batched_detectable_tv_60s', 'not judged')}",
+    ]
+
+
+def _render_adapter_speed(a: dict | None, marks: dict[str, str]) -> list[str]:
+    if a is None:
+        return []
+    return [
+        f"  adapter speed ({a['adapter']}, case {a['case']}, {a['cycles']:,} cycles each)",
+        f"    {'':<34} {'plain loop':>12} {'gate':>12}",
+        f"    {'torch on 1 thread (--threads 1)':<34} {a['plain_cycles_per_second_one_thread']:>12,.0f} "
+        f"{a['gate_cycles_per_second_one_thread']:>12,.0f}   cycles/s",
+        f"    {'torch on its own (--threads 0)':<34} {a['plain_cycles_per_second_torch_default_threads']:>12,.0f} "
+        f"{a['gate_cycles_per_second_torch_default_threads']:>12,.0f}   cycles/s",
+        f"    plain / gate at 1 thread          {a['plain_over_gate']:>10.2f}x   target <= 2x: "
+        f"{marks.get('plain_over_gate', 'not judged')}",
     ]
 
 

@@ -150,8 +150,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         type=float,
         help="with --impl: exact certification certifies its cheapest case (and your --cases) always, then starts "
-        "the others, cheapest first, only while SECONDS last (default: the profile's; quick 300, smoke 60, deep no limit); the cases not "
-        "reached are named in the report, and the coverage counts only the cases certified",
+        "the others, cheapest first, only while SECONDS last (default: the profile's; quick 300, smoke 60, deep "
+        "no limit); the cases not reached are named in the report, and the coverage counts only the cases certified",
     )
     gate.add_argument(
         "--ray",
@@ -187,6 +187,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="with --impl: the worker's address-space limit in MiB (resource.RLIMIT_AS; default: none; torch alone "
         "maps a few GiB)",
+    )
+    gate.add_argument(
+        "--threads",
+        metavar="N",
+        type=int,
+        help="with --impl: the threads of the implementation's numeric libraries in its worker (torch, OpenMP, MKL, "
+        "OpenBLAS; default 1: a statistical check makes many calls on tiny tensors, where a thread pool costs a "
+        "wake-up per op and, on a loaded machine, a wait for a core; 0: the libraries' own default). An "
+        "OMP_NUM_THREADS (etc.) you set is kept",
     )
     add_json_flag(gate)
 
@@ -233,6 +242,7 @@ def _sizing_problem(args) -> str | None:
 def cmd_gate(args) -> int:
     for flag in (
         "replay", "cases", "cycles", "tv", "time_budget", "exact_budget", "call_timeout", "timeout", "memory_limit",
+        "threads",
     ):  # fmt: skip
         if getattr(args, flag) is not None and args.impl is None:
             return fail(f"--{flag.replace('_', '-')}: give the implementation too (--impl MODULE:OBJECT)")
@@ -285,7 +295,12 @@ def cmd_gate(args) -> int:
             extra_cases = read_case_dir(args.cases)
         except CaseError as e:
             return fail_case(e)
-    limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit)
+    if args.threads is not None and args.threads < 0:
+        return fail(
+            f"--threads: must be 0 (the libraries' own default) or a positive number of threads, got {args.threads}"
+        )
+    threads = 1 if args.threads is None else (args.threads or None)
+    limits = Limits(args.call_timeout or DEFAULT_CALL_TIMEOUT, args.timeout, args.memory_limit, threads)
     if args.ray is not None:
         if importlib.util.find_spec("ray") is None:
             return fail("--ray: Ray is not installed; pip install 'rheosampling[ray]' (or pip install ray)")

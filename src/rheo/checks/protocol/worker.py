@@ -27,6 +27,7 @@ import importlib
 import multiprocessing
 import os
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -61,6 +62,7 @@ class Limits:
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     timeout: float | None = None  # the whole run
     memory_mb: int | None = None
+    threads: int | None = 1  # torch / OpenMP / MKL threads in the worker (None: the libraries' own default)
 
 
 def escape(text: str) -> str:
@@ -110,7 +112,27 @@ def call_hook(watch: tuple) -> Callable[[str, str, str], None]:
     return hook
 
 
-def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | None, watch: tuple) -> None:
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def limit_threads(threads: int | None) -> None:
+    """Run the implementation's numeric libraries on ``threads`` threads: set before it is
+    loaded (the variables OpenMP, MKL and OpenBLAS read when they start, where the user has
+    not set them) and torch's own count after. One thread is the default: the cycles of a
+    statistical check are many calls on tiny tensors, where a thread pool only adds a wake-up
+    per op, and on a loaded machine a wait for a core (rheo bench gate, "threads", measures it)."""
+    if threads is None:
+        return
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(threads))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def _child(
+    conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | None, watch: tuple, threads: int | None = 1
+) -> None:
     for fd, path in ((1, out_path), (2, err_path)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -128,11 +150,13 @@ def _child(conn: Any, job: dict, out_path: str, err_path: str, memory_mb: int | 
         parallel.use(parallel.RayTasks(job["ray"]))
 
     hook = call_hook(watch)
+    limit_threads(threads)
     try:
         impl = load_implementation(job["spec"])
     except ImplLoadError as e:
         conn.send(("load_error", str(e)))
         return
+    limit_threads(threads)  # torch, if loading the implementation imported it
     conn.send(("loaded", impl.provides()))
     set_call_hook(hook)
     module, _, name = job["runner"].partition(":")
@@ -175,7 +199,9 @@ def session(job: dict, limits: Limits, deadline: float | None, results: dict, pr
     out_path, err_path = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
     # the call in flight: its start (time.monotonic, 0 = none), method and case, written by the worker
     watch = shared_watch(ctx)
-    proc = ctx.Process(target=_child, args=(child, job, out_path, err_path, limits.memory_mb, watch), daemon=True)
+    proc = ctx.Process(
+        target=_child, args=(child, job, out_path, err_path, limits.memory_mb, watch, limits.threads), daemon=True
+    )
     proc.start()
     child.close()
     s = _Session()
