@@ -202,3 +202,42 @@ def test_the_exact_budget_is_a_bound_past_the_cheapest_case_and_the_users():
     out = check_exact(impl, [*drawn, mine], budget=0.0, given=1)
     assert out.verdict == "pass" and out.data["certified"] == 2, out.detail
     assert out.data["budget"]["not_reached"] == ["chain"] and "1 of 3 cases not reached" in out.detail
+
+
+class CoinPerVisitedNode:
+    """A chain verifier that draws a coin for each position it reaches: its draws change with
+    the values drawn (a rejection stops them), which exact certification cannot follow."""
+
+    follows_uniforms = False
+
+    def supports(self, config):
+        return config["K"] == 1 and config["temperature"] > 0 and config["draft_top_k"] is None
+
+    def cycle(self, draft_logits, target_logits, config, temperature):
+        import torch
+
+        L = int(min(config["depth"], config["budget"]))
+        path: tuple = ()
+        for _ in range(L):
+            q = torch.softmax(torch.as_tensor(draft_logits([path])[0]) / temperature, -1)
+            x = int(torch.multinomial(q, 1))
+            p = torch.softmax(torch.as_tensor(target_logits([path])[0]) / temperature, -1)
+            if float(torch.rand(1)) > float(p[x] / q[x]):  # a coin only where the chain got to
+                r = torch.clamp(p - q, min=0)
+                return [*path, int(torch.multinomial(r / r.sum(), 1))]
+            path = (*path, x)
+        p = torch.softmax(torch.as_tensor(target_logits([path])[0]) / temperature, -1)
+        return [*path, int(torch.multinomial(p, 1))]
+
+
+def test_a_draw_schedule_that_changes_stops_exact_certification_at_its_first_case():
+    """Issue 36 item 8: the first case refused for a changing schedule names the fix, and the
+    other cases are not started (they would each search before saying the same)."""
+    from rheo.checks.protocol.load import Implementation
+
+    impl = Implementation(CoinPerVisitedNode(), "coin per visited node")
+    small = hashed_case(3, 2, 2, policy="rheo", K=1, m=0, budget=2, beam=1, temperature="1")
+    out = check_exact(impl, [{**CHAIN, "name": "chain"}, {**small, "name": "small"}])
+    assert out.verdict == "skip", out.detail
+    assert "the number of draws changes with the values drawn" in out.detail and "one fixed schedule" in out.detail
+    assert "the other 1 cases were not started" in out.detail and out.data["not_started"] == ["chain"]

@@ -66,6 +66,9 @@ ALL: list[Spec] = [
     ("topk", 32, 4, 0, 6, 3, 60, None, "1", "top_k top_p min_p", 2.0, 0.5, 2),
     ("tree", 64, 8, 0, 6, 4, 60, 16, "1.5", "top_p", 2.5, 1.0, 0),
     ("tree", 1024, 8, 3, 3, 4, 48, None, "1", "top_k", 3.5, 0.7, 0),
+    # Top-K trees that expand every child a layer keeps (beam = K), for designs built that way
+    ("topk", 64, 3, 0, 4, 3, 30, None, "1", "", 2.0, 1.0, 0),
+    ("topk", 512, 2, 0, 5, 2, 18, 32, "0.7", "top_p", 2.5, 1.0, 2),
 ]
 # the cases of each level, as indices into ALL. Case 1 (m = 3, every filter, budget 60) is
 # where the lossy examples show: examples/buggy_impl.py's ReusedUniform moves its first
@@ -110,8 +113,8 @@ def large_case(spec: Spec, seed: int) -> dict[str, Any]:
 
 
 def large_cases(seed: int = 0, level: str = "quick") -> list[dict[str, Any]]:
-    """The candidate pool at ``level``: "deep" (11 cases) covers chains, Rheo trees (m = 0 to
-    4) and Top-K trees; V 16 to 1,024, depth 3 to 6, K 1 to 8, budgets 3 to 60; T 0.5 to 1.5;
+    """The candidate pool at ``level``: "deep" (13 cases) covers chains, Rheo trees (m = 0 to
+    4) and Top-K trees (two with beam = K); V 16 to 1,024, depth 3 to 6, K 1 to 8, budgets 3 to 60; T 0.5 to 1.5;
     the target filters off, alone and all together; draft_top_k on and off; zero-probability
     entries in some. "quick" (3) holds V 16, 128 and 1,024, depth 3 to 6, K 1 to 8, budgets
     6 to 60, a Rheo tree (m = 3), a Top-K tree and a chain, T 1 and 1.3, each filter and
@@ -153,11 +156,12 @@ def _large_cost(case: dict[str, Any]) -> int:
     return int(case["vocab_size"]) * int(case["budget"]) * int(case["depth"])
 
 
-def select_large(supports, level: str, seed: int = 0) -> Selection:
+def select_large(supports, level: str, seed: int = 0, own_design: tuple[str, ...] = ()) -> Selection:
     """The large cases of ``level`` (``large_cases``) that ``supports`` accepts, then, up to
     the level's count, the supported candidates of ``large_pool`` that cover values of
     ``LARGE_DIMS`` not yet covered (cheapest first): an implementation of a slice gets its
-    slice's large cases. The same seed gives the same cases."""
+    slice's large cases. The same seed gives the same cases. ``own_design``: the settings
+    the implementation's design does not take (reported so, never as a limit)."""
     start = large_cases(seed, level)
     quota = len(start)
     pool = large_pool(seed)
@@ -172,7 +176,8 @@ def select_large(supports, level: str, seed: int = 0) -> Selection:
         remaining = [c for c in remaining if c["name"] != best["name"]]
         chosen.append(best)
         covered |= {(d, v) for d, v in dimensions(best).items() if d in LARGE_DIMS}
-    return Selection.of(chosen, "beyond exact reach", quota, supported, everything, answers, LARGE_DIMS)
+    own = tuple(d for d in LARGE_DIMS if d in set(own_design))
+    return Selection.of(chosen, "beyond exact reach", quota, supported, everything, answers, LARGE_DIMS, own_design=own)
 
 
 def is_large(case: dict[str, Any]) -> bool:

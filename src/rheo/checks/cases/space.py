@@ -272,6 +272,7 @@ class Selection:
     greedy_only: bool = False  # every supported candidate has T = 0
     dims: tuple[str, ...] = DIMENSIONS  # the dimensions reported
     sampling: tuple[str, ...] = ()  # the sampling parameters among them (docs/spec.md §9)
+    own_design: tuple[str, ...] = ()  # settings the implementation's own design does not take
 
     @classmethod
     def of(
@@ -285,13 +286,17 @@ class Selection:
         dims: tuple[str, ...],
         greedy_only: bool = False,
         sampling: tuple[str, ...] = (),
+        own_design: tuple[str, ...] = (),
     ) -> Selection:
         """The selection of ``cases``, its refused values and limiting dimensions derived
-        from what was ``supported`` of ``everything`` asked (``values_asked``)."""
-        limited = [d for d in dims if len(supported[d]) == 1 and len(everything[d]) > 1]
+        from what was ``supported`` of ``everything`` asked (``values_asked``); a setting of
+        ``own_design`` limits nothing."""
+        limited = [d for d in dims if len(supported[d]) == 1 and len(everything[d]) > 1 and d not in own_design]
         refused = {d: everything[d] - supported[d] for d in dims}
         n_asked, n_ok = len(answers), sum(answers)
-        return cls(cases, purpose, quota, supported, refused, n_asked, n_ok, limited, greedy_only, dims, sampling)
+        return cls(
+            cases, purpose, quota, supported, refused, n_asked, n_ok, limited, greedy_only, dims, sampling, own_design
+        )
 
     def coverage(self, compared: Iterable[dict] | None = None) -> dict[str, dict[str, list[str]]]:
         """Per dimension (of ``dims``): the values ``covered`` by ``compared`` (default:
@@ -302,7 +307,11 @@ class Selection:
             for d, v in dimensions(case, sampling=self.sampling).items():
                 if d in covered:
                     covered[d].add(v)
-        return {d: {k: ordered(d, s) for k, s in (("covered", covered[d]), *self._sides(d))} for d in self.dims}
+        out = {d: {k: ordered(d, s) for k, s in (("covered", covered[d]), *self._sides(d))} for d in self.dims}
+        for d in self.own_design:  # its own design does not take it: nothing refused, a note instead
+            if d in out:
+                out[d]["refused"], out[d]["not_applicable"] = [], ["own design"]
+        return out
 
     def _sides(self, d: str) -> tuple[tuple[str, set[str]], ...]:
         return (("supported", self.supported[d]), ("refused", self.refused[d]))
@@ -371,6 +380,7 @@ def select(
     start: list[dict] | None = None,
     quota: int | None = None,
     sampling: Iterable[str] = (),
+    own_design: Iterable[str] = (),
 ) -> Selection:
     """The covering set of ``purpose`` ("exact" or "statistical": T > 0, at most
     ``STAT_MAX_BINS`` sequences, no filter boundary) for an implementation whose
@@ -380,7 +390,8 @@ def select(
     ``sampling``: the sampling parameters the implementation declares (docs/spec.md §9).
     Their cases (``rheo.checks.cases.sampling``) join the pool, each parameter becomes a
     dimension, and the selection holds, for each parameter supported, a case with it alone
-    and a case with it and another."""
+    and a case with it and another. ``own_design``: settings the implementation's design does
+    not take (``Implementation.own_design``): reported as not applying, never as a limit."""
     if purpose not in ("exact", "statistical"):
         raise ValueError(f"purpose must be 'exact' or 'statistical', got {purpose!r}")
     quota = QUOTAS[level][purpose == "statistical"] if quota is None else quota
@@ -461,4 +472,5 @@ def select(
         k = names[case["name"]] = names.get(case["name"], 0) + 1
         if k > 1:
             case["name"] += f" #{k}"
-    return Selection.of(chosen, purpose, quota, supported, everything, answers, dims, greedy_only, declared)
+    own = tuple(d for d in DIMENSIONS if d in set(own_design))
+    return Selection.of(chosen, purpose, quota, supported, everything, answers, dims, greedy_only, declared, own)

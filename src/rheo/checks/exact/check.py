@@ -19,6 +19,7 @@ from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
+from rheo.checks.exact.concrete import SCHEDULE_NEEDED
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, case_params, law_instance
@@ -98,12 +99,22 @@ def without_no_ops(impl: Implementation, case: dict, max_runs: int = MAX_RUNS) -
     return simpler if certify_implementation(impl, simpler, max_runs).verdict == "not lossless" else case
 
 
+_SCHEDULE_REFUSED: list[str] = []  # this process's first refusal for a draw schedule that changes (then: stop)
+
+
 def exact_case(ref: Implementation | str, case: dict, max_runs: int, deadline: float | None = None) -> Certificate:
     """One case of the exact-certification check (a piece of work: rheo.checks.parallel); past
-    ``deadline`` (``time.time()``), a case it may leave out is not started ("not reached")."""
+    ``deadline`` (``time.time()``), a case it may leave out is not started ("not reached"),
+    nor is any case after one whose draws changed with the values drawn (in the same process:
+    the implementation draws by its values, and every case would say so after its own search)."""
     if deadline is not None and time.time() > deadline:
         return Certificate(case, "not reached", "not reached within the exact-certification budget")
-    return certify_implementation(implementation_of(ref), case, max_runs)
+    if _SCHEDULE_REFUSED:
+        return Certificate(case, "not reached", f"not started: {_SCHEDULE_REFUSED[0]}")
+    cert = certify_implementation(implementation_of(ref), case, max_runs)
+    if cert.verdict == "unsupported" and SCHEDULE_NEEDED in (cert.detail or ""):
+        _SCHEDULE_REFUSED.append(f"on {cert.name} the number of draws changed with the values drawn")
+    return cert
 
 
 def check_exact(
@@ -123,6 +134,7 @@ def check_exact(
     cheapest first, are started only while the budget lasts (the rest are "not reached",
     named in the detail), and the search only if time is left. The budget so bounds the
     check but for one case (and the user's) and the cases already started when it ends."""
+    _SCHEDULE_REFUSED.clear()
     meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
     t0 = time.time()
     deadline = None if budget is None else t0 + budget
@@ -143,7 +155,8 @@ def check_exact(
     done = [c for c in certs if c.verdict in ("lossless", "not lossless")]
     bad = [c for c in certs if c.verdict == "not lossless"]
     refused = [c for c in certs if c.verdict == "unsupported"]
-    late = [c for c in certs if c.verdict == "not reached"]
+    stopped = [c for c in certs if c.verdict == "not reached" and c.detail.startswith("not started")]
+    late = [c for c in certs if c.verdict == "not reached" and c not in stopped]
     data: dict[str, Any] = {
         "cases": [c.to_json() for c in certs if c.verdict not in ("skipped", "not reached")],
         "certified": len(done),
@@ -200,9 +213,13 @@ def check_exact(
             payload["also_crashed"] = crashes
         return Outcome("fail", line + also, payload, data)
     if refused:
+        rest = f"; the other {len(stopped)} cases were not started: fix the draw schedule first" if stopped else ""
+        if stopped:
+            data["not_started"] = [c.name for c in stopped]
         return Outcome(
             "skip",
-            f"could not be followed exactly on {refused[0].name}: {refused[0].detail}; the output-law check decides",
+            f"could not be followed exactly on {refused[0].name}: {refused[0].detail}{rest}; "
+            "the output-law check decides",
             data=data,
         )
     if not done:

@@ -59,6 +59,12 @@ from rheo.checks.exact.tracer import RunCap
 Evaluate = Callable[[list[dict[int, Any]]], list[Run]]
 
 
+SCHEDULE_NEEDED = (
+    'exact certification needs the same draws on every run (docs/adapters.md, "Your randomness: one fixed '
+    'schedule": draw one row per node slot up front, not one per node visited)'
+)
+
+
 class ConcreteLaw(RaceSplits):
     """The exact law of ``evaluate``'s output over its draws (see the module docstring).
 
@@ -482,7 +488,7 @@ def concrete_law(
         if mode.n != len(layout.draws):
             raise Unsupported(
                 f"the number of draws changes with the values drawn ({mode.n} on one run, {len(layout.draws)} before): "
-                "exact certification needs the same draws on every run"
+                f"{SCHEDULE_NEEDED}"
             )
         return Run(out, mode.weights[0])
 

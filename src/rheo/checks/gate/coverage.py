@@ -14,7 +14,13 @@ def supported_cases(impl: Implementation, purpose: str, level: str) -> Selection
     """The covering set of cases for one check ("exact" or "statistical";
     ``rheo.checks.cases.space``), drawn from the configurations ``impl`` supports, at the
     matrix ``level``."""
-    return select(lambda case: impl.supports(case_config(case)), purpose, level, sampling=impl.sampling_parameters)
+    return select(
+        lambda case: impl.supports(case_config(case)),
+        purpose,
+        level,
+        sampling=impl.sampling_parameters,
+        own_design=impl.own_design,
+    )
 
 
 def with_coverage(outcome: Outcome, sel: Selection, cases: list[dict], compared: list[str]) -> Outcome:

@@ -37,7 +37,9 @@ def prefix_law_checks(
         budget = statistical_budget(profile, impl.obj)
         if not profile.impl_prefix_cycles and profile.impl_tv is None and budget is None:
             return Outcome("skip", f"the profile {profile.name!r} sizes no cycles for it (impl_prefix_cycles = 0)")
-        sel = select_large(lambda case: impl.supports(case_config(case)), profile.matrix)
+        sel = select_large(
+            lambda case: impl.supports(case_config(case)), profile.matrix, own_design=tuple(impl.own_design)
+        )
         if not sel.cases and not extra:
             if supported_cases(impl, "statistical", profile.matrix).greedy_only:
                 return with_coverage(Outcome("pass", GREEDY_ONLY, data={"applicable": False}), sel, [], [])

@@ -14,9 +14,8 @@ def coverage_lines(coverage: dict) -> list[str]:
     rows = [("  coverage", "covered", "supported, not covered", "refused")]
     for dim, c in coverage.items():
         rest = [v for v in c["supported"] if v not in c["covered"]]
-        rows.append(
-            (f"  {dim}", ", ".join(c["covered"]) or "-", ", ".join(rest) or "-", ", ".join(c["refused"]) or "-")
-        )
+        refused = "does not apply (own design)" if c.get("not_applicable") else ", ".join(c["refused"]) or "-"
+        rows.append((f"  {dim}", ", ".join(c["covered"]) or "-", ", ".join(rest) or "-", refused))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 

@@ -22,6 +22,9 @@ from rheo.checks import parallel
 from rheo.checks.protocol.watch import watched
 from rheo.reference.sampling import PARAMETERS
 
+# the settings of RheoSampling's tree a design with its own rules may declare it does not take
+OWN_DESIGN = ("policy", "K", "m", "beam", "budget")
+
 
 class ImplLoadError(ValueError):
     """--impl names nothing usable; the message says what to give instead."""
@@ -107,6 +110,25 @@ class Implementation:
             raise ImplLoadError(
                 f"sampling_parameters names {', '.join(map(repr, unknown))}: not a sampling parameter; "
                 f"the names are {', '.join(PARAMETERS)} (docs/spec.md §9)"
+            )
+        return names
+
+    @property
+    def own_design(self) -> frozenset[str]:
+        """The settings its own design does not take (``own_design``, e.g. ``("policy", "m",
+        "beam")`` for a tree with its own rules): coverage reports them as not applying instead
+        of as limits; the cases still carry them (docs/adapters.md)."""
+        raw = getattr(self.obj, "own_design", None)
+        if raw is None:
+            return frozenset()
+        if isinstance(raw, str) or not isinstance(raw, Iterable):
+            raise ImplLoadError(f"own_design must be a set of setting names ({', '.join(OWN_DESIGN)}), got {raw!r}")
+        names = frozenset(str(x) for x in raw)
+        unknown = sorted(names - set(OWN_DESIGN))
+        if unknown:
+            raise ImplLoadError(
+                f"own_design names {', '.join(map(repr, unknown))}: not a setting a design can leave out; "
+                f"the names are {', '.join(OWN_DESIGN)}"
             )
         return names
 
@@ -261,7 +283,7 @@ def load_implementation(spec: str) -> Implementation:
             'docs/gate.md, "Checking another implementation", for the protocol)'
         )
     try:
-        _ = impl.sampling_parameters  # checked once, here
+        _ = impl.sampling_parameters, impl.own_design  # checked once, here
     except ImplLoadError as e:
         raise ImplLoadError(f"--impl {spec}: {e}") from None
     return impl
