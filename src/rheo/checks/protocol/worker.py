@@ -39,6 +39,7 @@ from rheo.checks import parallel
 from rheo.checks.outcome import CheckResult, Progress
 from rheo.checks.protocol.load import ImplLoadError, load_implementation
 from rheo.checks.protocol.watch import set_call_hook
+from rheo.integrations import triton_interpreter
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call into the implementation
 POLL = 0.05  # seconds between the parent's looks at the worker
@@ -151,6 +152,11 @@ def _child(
 
     hook = call_hook(watch)
     limit_threads(threads)
+    try:
+        triton_interpreter.patch()  # TRITON_INTERPRET=1: autotuned kernels and integer masks run
+    except ValueError as e:  # RHEO_TRITON_CONFIG out of range or not a number
+        conn.send(("load_error", str(e)))
+        return
     try:
         impl = load_implementation(job["spec"])
     except ImplLoadError as e:
