@@ -37,3 +37,22 @@ def test_a_crash_does_not_hide_a_lossy_law():
     assert outcome.data["crashed"]
     if outcome.data["search"]["found"]:  # the shrunk lossy case is the one saved
         assert saved["shrunk"] is True and saved["case"]["vocab_size"] != 4
+
+
+def test_a_crash_does_not_hide_a_lossy_law_in_the_output_law():
+    """The output law runs every case whatever one raised: a rejected law leads the headline,
+    the crash follows it, and the counterexample holds both (``also_crashed``)."""
+    from rheo.checks.statistics.output_law import check_output_law
+
+    impl = load_implementation("tests.test_findings:CrashesOnFour")
+    cases = [c for c in small_cases(impl) if c["temperature"] not in ("1", 1)]
+    cases = [c for c in cases if c["vocab_size"] == 3][:2] + [c for c in cases if c["vocab_size"] == 4][:1]
+    assert len(cases) == 3, [c["name"] for c in cases]
+    outcome = check_output_law(impl, 4_000, cases=cases, min_cases=1)
+    assert outcome.verdict == "fail"
+    assert outcome.detail.startswith("not lossless on"), outcome.detail
+    assert (
+        "also broke the protocol on 1 case(s)" in outcome.detail and "no kernel for a vocabulary of 4" in outcome.detail
+    )
+    assert outcome.counterexample["also_crashed"][0]["case"]["vocab_size"] == 4
+    assert outcome.data["crashed"] == [cases[2]["name"]]

@@ -297,6 +297,7 @@ def check_output_law(
     sizing = Sizing(cycles, tv, time_budget)
     budget = Budget(sizing, len(supported))
     data["sizing"] = sizing.describe()
+    broke: list[dict] = []  # the cases where the implementation broke the protocol (a crash, a bad answer)
     for name, case, inst in supported:
         judged = judged_instance(impl, inst)
         t0 = time.perf_counter()
@@ -312,10 +313,10 @@ def check_output_law(
         except NotImplementedError:
             unsupported.append(name)
             continue
-        except BadOutput as e:
-            detail = f"the implementation broke the protocol on {name}: {e}"
+        except BadOutput as e:  # a finding; the other cases still run, so that a lossy law is shown too
             payload = {"check": check, "implementation": impl.name, "case_name": name, "case": case}
-            return Outcome("fail", detail, {**payload, "difference": str(e), "seed": seed}, data)
+            broke.append({**payload, "difference": str(e), "seed": seed})
+            continue
         seconds += time.perf_counter() - t0
         res = gof(counts, law, alpha)
         total += res.n
@@ -328,6 +329,21 @@ def check_output_law(
             worst = with_example_tree(worst, impl, judged, worst["worst_sequences"][0]["sequence"])
             if "worst_tree" in worst:
                 lines[-1] += f"; one cycle that begins its worst sequence: {path_line(worst['worst_tree'])}"
+    also = ""
+    if broke:
+        data["crashed"] = [b["case_name"] for b in broke]
+        first = broke[0]
+        also = (
+            f"; the implementation also broke the protocol on {len(broke)} case(s), first "
+            f"{first['case_name']}: {first['difference']}"
+        )
+        if worst is None:
+            detail = f"the implementation broke the protocol on {first['case_name']}: {first['difference']}"
+            rest = f" (and on {len(broke) - 1} more case(s))" if len(broke) > 1 else ""
+            return Outcome(
+                "fail", detail + rest + (f"; on the others: {'; '.join(lines)}" if lines else ""), first, data
+            )
+        worst["also_crashed"] = broke
     if len(data["cases"]) < min_cases:
         return Outcome(
             "fail",
@@ -337,7 +353,7 @@ def check_output_law(
         )
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
-    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles)
+    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles) + also
     data["cycles_per_second"] = total / seconds if seconds > 0 else None
     rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
     rate += f" on {data['device']}" if rate and "device" in data else ""
