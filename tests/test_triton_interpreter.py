@@ -1,4 +1,4 @@
-"""Triton kernels under the interpreter, as the gate runs them (rheo.integrations.triton_interpreter):
+"""Triton kernels under the interpreter, as the gate runs them (rheo.checks.protocol.triton_interpreter):
 an autotuned kernel runs one config instead of failing on "0 active drivers", and an integer
 load mask is read as the compiled kernel reads it, instead of "mask has unsupported dtype".
 Needs Triton: the default suite skips it, the engines' venv (.ci/engines) runs it."""
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 KERNELS = """
 import os, torch, triton, triton.language as tl
-from rheo.integrations import triton_interpreter
+from rheo.checks.protocol import triton_interpreter
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 4}), triton.Config({"BLOCK": 8})], key=["n"])
 @triton.jit
@@ -74,7 +74,7 @@ def test_a_config_index_out_of_range_is_named():
 
 
 def test_patch_does_nothing_without_the_interpreter():
-    code = "from rheo.integrations import triton_interpreter as t; print(t.patch())"
+    code = "from rheo.checks.protocol import triton_interpreter as t; print(t.patch())"
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

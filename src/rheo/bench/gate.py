@@ -58,7 +58,7 @@ from rheo.checks.gate.checklist import impl_checks
 from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import FAMILY_ALPHA, PROFILES
 from rheo.checks.protocol import watch, worker
-from rheo.checks.protocol.inputs import law_instance, protocol_config
+from rheo.checks.protocol.inputs import draft_logits_fn, law_instance, protocol_config, target_logits_fn
 from rheo.checks.protocol.load import Implementation, load_implementation
 from rheo.checks.statistics.goodness_of_fit import detectable_tv, merge_bins
 from rheo.checks.statistics.output_law import continued_outputs, sequence_law
@@ -219,8 +219,6 @@ def _plain_rate(spec: str, case: dict, cycles: int, threads: int | None) -> floa
     """Cycles per second of the adapter's ``cycle`` in a plain loop on ``case``'s tables
     (precomputed: no protocol, no checking, no continuation) with torch on ``threads``."""
     import torch
-
-    from rheo.checks.protocol.inputs import draft_logits_fn, protocol_config, target_logits_fn
 
     impl = load_implementation(spec)
     inst = law_instance(case)

@@ -19,7 +19,7 @@ from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
-from rheo.checks.exact.concrete import SCHEDULE_NEEDED
+from rheo.checks.exact.random_values import SCHEDULE_NEEDED
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, case_params, law_instance

@@ -50,19 +50,13 @@ import torch
 
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
 from rheo.checks.exact.concrete_race import Assign, Node, Part, RaceSplits, RaceView, _h, _one_low, _plain, _same
-from rheo.checks.exact.random_values import Unsupported
+from rheo.checks.exact.random_values import SCHEDULE_NEEDED, Unsupported
 from rheo.checks.exact.tracer import RunCap
 
 # ---- the enumeration ----
 
 
 Evaluate = Callable[[list[dict[int, Any]]], list[Run]]
-
-
-SCHEDULE_NEEDED = (
-    'exact certification needs the same draws on every run (docs/adapters.md, "Your randomness: one fixed '
-    'schedule": draw one row per node slot up front, not one per node visited)'
-)
 
 
 class ConcreteLaw(RaceSplits):

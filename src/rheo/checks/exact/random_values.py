@@ -26,6 +26,13 @@ MANTISSA_BITS = {"float64": 53, "float32": 24, "bfloat16": 8, "float16": 11}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# why a run whose draws change with the values drawn is refused (rheo.checks.exact.concrete)
+SCHEDULE_NEEDED = (
+    'exact certification needs the same draws on every run (docs/adapters.md, "Your randomness: one fixed '
+    'schedule": draw one row per node slot up front, not one per node visited)'
+)
+
+
 class Unsupported(Exception):
     """The implementation uses its randomness in a way this check cannot follow exactly."""
 

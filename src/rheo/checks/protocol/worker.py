@@ -37,9 +37,9 @@ from typing import Any
 
 from rheo.checks import parallel
 from rheo.checks.outcome import CheckResult, Progress
+from rheo.checks.protocol import triton_interpreter
 from rheo.checks.protocol.load import ImplLoadError, load_implementation
 from rheo.checks.protocol.watch import set_call_hook
-from rheo.integrations import triton_interpreter
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call into the implementation
 POLL = 0.05  # seconds between the parent's looks at the worker
