@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import torch
 
+from rheo.bench.ops import OpCounter
 from rheo.bench.targets import FASTPATH, judge, summary
 from rheo.fastpath import PAPER_TREE, Params, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
@@ -88,6 +89,44 @@ class _Runner:
         return self._timed(lambda: build_tree(self.model.draft_logits, cfg, self.T, u, expand_fn=expand_fn))
 
 
+def op_counts(vocab: int = 128256, batch: int = 1, params: Params = PAPER_TREE, device: str = "cpu") -> dict:
+    """The ATen ops one cycle dispatches (``rheo.bench.ops.OpCounter``), model forwards
+    excluded, for Rheo (``params``) and Top-K on the same shape, each after one uncounted
+    warm-up cycle (constants made once per shape are not a cycle's cost): per policy
+    ``build``, ``verify`` and ``cycle`` totals, the cycle's kernels (ops that are no views)
+    and host syncs, and its most frequent ops."""
+    out: dict[str, Any] = {"batch": batch}
+    for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
+        r = _Runner(vocab, batch, device)
+        u = r.uniforms(cfg, seed=batch)
+        counters = []
+        for _ in range(2):  # a warm-up, then the counted cycle
+            r.model.context = r.context.clone()
+            build_counter, verify_counter = OpCounter(), OpCounter()
+
+            def draft(query, counter=build_counter, model=r.model):
+                with counter.paused():
+                    return model.draft_logits(query)
+
+            with build_counter:
+                tree = build_tree(draft, cfg, r.T, u)
+            logits = r.model.target_logits(tree)
+            with verify_counter:
+                verify(tree, logits, r.T, cfg, u)
+            counters = [build_counter, verify_counter]
+        build, ver = (c.summary() for c in counters)
+        both = counters[0].by_name + counters[1].by_name
+        out[name] = {
+            "build": build["total"],
+            "verify": ver["total"],
+            "cycle": build["total"] + ver["total"],
+            "cycle_kernels": build["kernels"] + ver["kernels"],
+            "cycle_syncs": build["syncs"] + ver["syncs"],
+            "cycle_top_ops": dict(both.most_common(8)),
+        }
+    return out
+
+
 def bench_fastpath(
     *,
     batches=(1, 16, 64),
@@ -118,6 +157,10 @@ def bench_fastpath(
         "repeats": repeats,
         "torch_threads": torch.get_num_threads(),
         "forwards": "excluded (table model, time subtracted)",
+    }
+    out["ops_per_cycle"] = {
+        **op_counts(vocab, 1, cfg, device),
+        "counter": "TorchDispatchMode (rheo.bench.ops.OpCounter): ATen ops below autograd, views included",
     }
     by_batch: dict[str, dict] = {}
     out["batches"] = by_batch

@@ -329,6 +329,15 @@ def render_fastpath(out: dict) -> str:
         f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
         f"in float64: {v['outputs_equal_float64']})"
     )
+    ops = out.get("ops_per_cycle")
+    if ops:
+        lines.append(f"ops per cycle at batch {ops['batch']} (ATen ops dispatched, forwards excluded)")
+        for name in ("rheo", "topk"):
+            o = ops[name]
+            lines.append(
+                f"  {name:<5} build {o['build']:>6}   verify {o['verify']:>6}   cycle {o['cycle']:>6}   "
+                f"({o['cycle_kernels']} kernels, {o['cycle_syncs']} host syncs)"
+            )
     for v in out["target_verdicts"]:  # every target, those for another device as "n/a on ..."
         target = f"{v['target']} ({', '.join(v['devices'])})"
         lines.append(f"  {v['key']:<24} {out[v['key']]:>8.3f}   target {target:<20} {v['verdict']}")

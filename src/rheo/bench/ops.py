@@ -1,0 +1,117 @@
+"""Counting the torch ops a function dispatches (``rheo bench fastpath``'s op counts).
+
+On a GPU a short cycle is bound by what each op costs the host (Python, dispatch, a kernel
+launch), not by the tensor work, so the number of ops per cycle is the figure to cut. It is
+counted here with a ``torch.utils._python_dispatch.TorchDispatchMode``: the mode sees every
+ATen op that reaches the dispatcher below autograd, after the composite functions
+(``torch.where``'s broadcasting, ``x[mask]``, ``torch.nn.functional.*``) have been
+decomposed into the ops that actually run, i.e. one count per kernel a device would launch
+(plus the views, which launch nothing and are counted apart). A ``TorchFunctionMode`` would
+count the Python-level calls instead: a composite call as one, ``Tensor.shape`` reads and
+other non-ops included, which says less about launches. The count is of ops, not of time,
+so it is deterministic for a given code path and is the same on every device (a run on CPU
+counts what CUDA would launch, data-dependent branches aside).
+
+Host syncs are counted apart: ``aten._local_scalar_dense`` (``bool(t)``, ``t.item()``,
+``int(t)``) and the ops whose output size depends on values (``nonzero``, boolean
+indexing), each of which makes a CUDA host wait for the device.
+
+>>> import torch
+>>> count_ops(lambda: torch.ones(3) + 1)
+2
+>>> with OpCounter() as c:
+...     x = torch.zeros(4)
+...     for _ in range(5):
+...         x = x.mul(2)
+>>> c.total, c.by_name["aten.mul.Tensor"]
+(6, 5)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ops whose result needs a value on the host: a device sync on CUDA
+SYNC_OPS = frozenset({"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default"})
+
+
+def _is_view(func: Any) -> bool:
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return False
+    # a view's output aliases its input without writing: alias_info set and not a write
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the ATen ops dispatched while it is active (``with OpCounter() as c:``).
+
+    ``total`` every op, ``views`` those that only make a view (no kernel), ``syncs`` those
+    that make the host wait for a value (``SYNC_OPS``), ``by_name`` each op's count by its
+    ATen overload name ("aten.add.Tensor")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_name: Counter[str] = Counter()
+        self.views = 0
+        self.syncs = 0
+        self._paused = 0
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Ops dispatched inside ``with counter.paused():`` are not counted (a model
+        forward inside the function measured)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self._paused:
+            return func(*args, **(kwargs or {}))
+        name = str(func)
+        self.by_name[name] += 1
+        if _is_view(func):
+            self.views += 1
+        if name in SYNC_OPS:
+            self.syncs += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_name.values())
+
+    @property
+    def kernels(self) -> int:
+        """The ops that are no views: an upper bound on the kernels a device launches."""
+        return self.total - self.views
+
+    def summary(self, top: int = 10) -> dict[str, Any]:
+        """``total``, ``kernels``, ``views``, ``syncs`` and the ``top`` most frequent ops."""
+        return {
+            "total": self.total,
+            "kernels": self.kernels,
+            "views": self.views,
+            "syncs": self.syncs,
+            "top": dict(self.by_name.most_common(top)),
+        }
+
+
+def count_ops(fn: Callable[[], object]) -> int:
+    """The number of ATen ops ``fn()`` dispatches (views and syncs included)."""
+    with OpCounter() as c:
+        fn()
+    return c.total
+
+
+def op_breakdown(fn: Callable[[], object]) -> Counter[str]:
+    """The ATen ops ``fn()`` dispatches, by name, with their counts."""
+    with OpCounter() as c:
+        fn()
+    return c.by_name
