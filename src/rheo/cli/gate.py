@@ -74,7 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         'rheo.checks.protocol as p; help(p)"`, the batched one in rheo.checks.statistics.batched, and docs/gate.md,\n'
         '"Checking another implementation".\n\n'
         "profiles: quick (default; the engine's own gate in under 3 minutes on 2 cores; with --impl\n"
-        "as long as its cycles take: 20,000 per output-law case, see --time-budget) and deep (fresh random\n"
+        "as long as its exact certification (at most --exact-budget, 300 s, past its cheapest case) and its\n"
+        "cycles take: 20,000 per output-law case and 4,000 per large case, see --time-budget) and deep (fresh random\n"
         "searches, 10x examples, more exact configurations, 5x samples, and losslessness\n"
         "end to end on the real model SmolLM2-135M, which needs the hf extra); smoke (toy\n"
         "sizes, every check in seconds: for testing rheo itself, not evidence).\n"
