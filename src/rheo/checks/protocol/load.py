@@ -93,44 +93,36 @@ class Implementation:
         positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         return len(positional) >= 4 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
+    def _declared(self, attr: str, allowed: tuple[str, ...], what: str, not_one: str) -> frozenset[str]:
+        """The names the implementation declares in ``attr`` (none when absent), each one of
+        ``allowed``; anything else is a load error that names the attribute and the choices."""
+        raw = getattr(self.obj, attr, None)
+        if raw is None:
+            return frozenset()
+        if isinstance(raw, str) or not isinstance(raw, Iterable):
+            raise ImplLoadError(f"{attr} must be a set of {what} ({', '.join(allowed)}), got {raw!r}")
+        names = frozenset(str(x) for x in raw)
+        unknown = sorted(names - set(allowed))
+        if unknown:
+            raise ImplLoadError(
+                f"{attr} names {', '.join(map(repr, unknown))}: {not_one}; the names are {', '.join(allowed)}"
+            )
+        return names
+
     @property
     def sampling_parameters(self) -> frozenset[str]:
         """The sampling parameters it declares it implements (``sampling_parameters``,
         docs/spec.md §9): only cases with these are drawn for it; none when absent."""
-        raw = getattr(self.obj, "sampling_parameters", None)
-        if raw is None:
-            return frozenset()
-        if isinstance(raw, str) or not isinstance(raw, Iterable):
-            raise ImplLoadError(
-                f"sampling_parameters must be a set of parameter names ({', '.join(PARAMETERS)}), got {raw!r}"
-            )
-        names = frozenset(str(x) for x in raw)
-        unknown = sorted(names - set(PARAMETERS))
-        if unknown:
-            raise ImplLoadError(
-                f"sampling_parameters names {', '.join(map(repr, unknown))}: not a sampling parameter; "
-                f"the names are {', '.join(PARAMETERS)} (docs/spec.md §9)"
-            )
-        return names
+        return self._declared(
+            "sampling_parameters", PARAMETERS, "parameter names", "not a sampling parameter (docs/spec.md §9)"
+        )
 
     @property
     def own_design(self) -> frozenset[str]:
         """The settings its own design does not take (``own_design``, e.g. ``("policy", "m",
         "beam")`` for a tree with its own rules): coverage reports them as not applying instead
         of as limits; the cases still carry them (docs/adapters.md)."""
-        raw = getattr(self.obj, "own_design", None)
-        if raw is None:
-            return frozenset()
-        if isinstance(raw, str) or not isinstance(raw, Iterable):
-            raise ImplLoadError(f"own_design must be a set of setting names ({', '.join(OWN_DESIGN)}), got {raw!r}")
-        names = frozenset(str(x) for x in raw)
-        unknown = sorted(names - set(OWN_DESIGN))
-        if unknown:
-            raise ImplLoadError(
-                f"own_design names {', '.join(map(repr, unknown))}: not a setting a design can leave out; "
-                f"the names are {', '.join(OWN_DESIGN)}"
-            )
-        return names
+        return self._declared("own_design", OWN_DESIGN, "setting names", "not a setting a design can leave out")
 
     def supports(self, config: dict) -> bool:
         """``supports(config)``, True when absent; NotImplementedError counts as False."""

@@ -150,6 +150,7 @@ def check_generation_law(
     )
     if data["unsupported"]:
         detail += f"; unsupported: {', '.join(data['unsupported'])}"
-    if not worst and thin_data(data["cases"]):
-        data["thin_evidence"] = thin_data(data["cases"])
+    thin = None if worst else thin_data(data["cases"])
+    if thin:
+        data["thin_evidence"] = thin
     return Outcome("fail" if worst else "pass", detail, worst, data)

@@ -371,6 +371,7 @@ def check_output_law(
             if gap > 1e-12
             else f". Its sampler_law equals docs/spec.md §0's law on these cases (largest difference {gap:.1g})"
         )
-    if not worst and thin_data(data["cases"]):
-        data["thin_evidence"] = thin_data(data["cases"])
+    thin = None if worst else thin_data(data["cases"])
+    if thin:
+        data["thin_evidence"] = thin
     return Outcome("fail" if worst else "pass", detail, worst, data)

@@ -244,8 +244,9 @@ def check_prefix_law(
     )
     if unsupported:
         detail += f"; unsupported: {', '.join(unsupported)}"
-    if not worst and thin_data(data["cases"]):
-        data["thin_evidence"] = thin_data(data["cases"])
+    thin = None if worst else thin_data(data["cases"])
+    if thin:
+        data["thin_evidence"] = thin
     return Outcome("fail" if worst else "pass", detail, worst, data)
 
 
