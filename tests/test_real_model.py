@@ -252,13 +252,18 @@ def test_bench_tau_full_plan_slice_with_the_sweep():
     assert all(("ratio_over_topk" in r) == (p != "topk") for (p, _), r in sweep.items())
 
 
-def test_train_draft_runs_and_saves(tmp_path):
+def test_train_draft_runs_and_saves(tmp_path, monkeypatch):
     """Two steps of the training loop write weights the loader accepts and a record with
-    the corpus and the curve."""
+    the corpus and the curve. Short sequences and small batches (the loop reads the module's
+    SEQ and BATCH): at the real 8 x 256 two steps and three evaluations take over 6 minutes
+    on a 2-core CPU, and the loop's code is the same at any size."""
+    from rheo.integrations import train_draft
     from rheo.integrations.eagle import HEAD_FILE, head_record
-    from rheo.integrations.train_draft import train
 
-    rec = train(steps=2, eval_every=1, eval_chunks=8, out=tmp_path, log=lambda msg: None)
+    monkeypatch.setattr(train_draft, "SEQ", 32)
+    monkeypatch.setattr(train_draft, "BATCH", 2)
+    rec = train_draft.train(steps=2, eval_every=1, eval_chunks=2, out=tmp_path, log=lambda msg: None)
+    assert rec["settings"]["seq"] == 32 and rec["curve"][-1]["positions"] == 2 * 31
     assert rec["steps_done"] == 2 and [c["step"] for c in rec["curve"]] == [0, 1, 2]
     assert rec["corpus"]["train"] and rec["corpus"]["held_out"]
     assert not {f for f, _ in rec["corpus"]["train"]} & {f for f, _ in rec["corpus"]["held_out"]}
