@@ -22,7 +22,9 @@ Modules, in the order of the spec:
 - ``variants``: the wrong-on-purpose variants, each behind one hook;
 - ``inputs``: the entry checks; ``config``: ``Params``, ``PAPER_TREE``, ``FastConfig``;
 - ``models``: the ``SpecModel`` interface; ``expand_dense`` and ``verify_naive``: the
-  benchmark's baselines.
+  benchmark's baselines;
+- ``graph``: ``CycleGraph``, the static-shape cycle (``build_tree(static=True)``,
+  ``verify(static=True)``) captured as one CUDA graph (eager off CUDA).
 
 Entry points: ``run_cycle(model, PAPER_TREE, temperature)`` or the two halves
 ``build_tree`` (-> ``DraftTree``, the tensors serving engines use) and ``verify``

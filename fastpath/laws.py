@@ -16,6 +16,8 @@ Everything here is the torch reading of ``rheo.reference.numbers``:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from rheo.reference.params import TargetFilters
@@ -23,10 +25,13 @@ from rheo.reference.params import TargetFilters
 from .inputs import expect
 
 
-def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def ranked_topk(x: torch.Tensor, k: int, static: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The k largest entries of ``x`` [..., V] ordered by (value desc, id asc).
 
-    Returns (values [..., k], ids [..., k]); k >= V sorts the whole row.
+    Returns (values [..., k], ids [..., k]); k >= V sorts the whole row. A tie straddling
+    the k-th place is settled on the whole row: by default only in the rows that have one,
+    found with a host sync; ``static=True`` settles every row the same way, without a sync
+    (a few more passes over V: the form a CUDA graph captures).
 
     >>> v, i = ranked_topk(torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0]), 2)
     >>> i.tolist()
@@ -42,9 +47,14 @@ def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     x = x.reshape(-1, V)
     vals, ids = torch.topk(x, k + 1, dim=-1, sorted=True)
     thr = vals[..., k - 1]
-    tie = (vals[..., k] == thr) & torch.isfinite(thr)  # a tie straddles the k-th place
-    vals, ids = vals[..., :k].contiguous(), ids[..., :k].contiguous()
-    if bool(tie.any()):
+    tie = vals[..., k] == thr  # a tie straddles the k-th place (also of -inf: settled the same way)
+    vals, ids = vals[..., :k], ids[..., :k]
+    if static:
+        kept = _tie_settled(x, thr.unsqueeze(-1), k)
+        vals = torch.where(tie.unsqueeze(-1), x.gather(-1, kept), vals)
+        ids = torch.where(tie.unsqueeze(-1), kept, ids)
+    elif bool(tie.any()):  # a host sync; the rare tie is settled on the whole row
+        vals, ids = vals.contiguous(), ids.contiguous()
         rows = tie.nonzero(as_tuple=True)
         xr, tr = x[rows], thr[rows].unsqueeze(-1)  # [t, V], [t, 1]
         above = xr > tr
@@ -55,11 +65,30 @@ def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         kept = torch.sort((~keep).to(torch.uint8), dim=-1, stable=True).indices[..., :k]
         ids[rows] = kept
         vals[rows] = xr.gather(-1, kept)
-    # (value desc, id asc): sort by id, then a stable sort by value
+    # (value desc, id asc): sort by id, then a stable sort by value (the order kept had is lost)
     ids, perm = torch.sort(ids, dim=-1)
     vals = vals.gather(-1, perm)
     vals, perm = torch.sort(vals, dim=-1, descending=True, stable=True)
     return vals.reshape(lead + (k,)), ids.gather(-1, perm).reshape(lead + (k,))
+
+
+def _tie_settled(x: torch.Tensor, thr: torch.Tensor, k: int) -> torch.Tensor:
+    """The ids of the k largest entries of every row of x [r, V] by (value desc, id asc),
+    in no particular order, given each row's k-th largest value thr [r, 1]: every entry
+    above it and the lowest-id entries equal to it."""
+    above = x > thr
+    equal = x == thr
+    need = k - above.sum(-1, keepdim=True)
+    keep = above | (equal & (torch.cumsum(equal, -1) <= need))  # exactly k per row
+    return torch.topk(keep.to(torch.int8), k, dim=-1).indices
+
+
+@functools.lru_cache(maxsize=256)
+def scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``value`` as a 0-dim tensor made once per dtype and device: ``torch.where(c, x,
+    scalar(0.0, x.dtype, x.device))`` is one op, where a Python number would add one
+    (``aten.scalar_tensor``) at every call."""
+    return torch.tensor(value, dtype=dtype, device=device)
 
 
 def _per_row(T: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -77,16 +106,10 @@ def tempered(logits: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     """
     _expect_law_inputs("tempered", logits, T)
     Tb = _per_row(T, logits)
-    zero = Tb == 0
-    any_zero = bool(zero.any())
-    if bool((Tb == 1).all()):
-        probs = torch.softmax(logits, dim=-1)
-    else:
-        probs = torch.softmax(logits / (torch.where(zero, torch.ones_like(Tb), Tb) if any_zero else Tb), dim=-1)
-    if any_zero:
-        hot = torch.zeros_like(probs).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-        probs = torch.where(zero, hot, probs)
-    return probs
+    zero = Tb == 0  # no host sync: every row is divided (by 1 at T = 0, exactly)
+    probs = torch.softmax(logits / torch.where(zero, 1.0, Tb), dim=-1)
+    hot = torch.zeros_like(probs).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.where(zero, hot, probs)
 
 
 def _expect_law_inputs(where: str, logits: torch.Tensor, T: torch.Tensor) -> None:
@@ -105,10 +128,11 @@ def _renormalized(p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:  # p, ke
     return p / p.sum(-1, keepdim=True)
 
 
-def apply_filters(p: torch.Tensor, filters: TargetFilters) -> torch.Tensor:
-    """The target filters on normalized laws p: [..., V] (docs/spec.md §0)."""
+def apply_filters(p: torch.Tensor, filters: TargetFilters, static: bool = False) -> torch.Tensor:
+    """The target filters on normalized laws p: [..., V] (docs/spec.md §0); ``static``: no
+    host sync (``ranked_topk``)."""
     if filters.top_k is not None and filters.top_k < p.shape[-1]:
-        _, ids = ranked_topk(p, filters.top_k)
+        _, ids = ranked_topk(p, filters.top_k, static)
         keep = torch.zeros_like(p, dtype=torch.bool).scatter_(-1, ids, True)
         p = _renormalized(p, keep)
     if filters.top_p is not None:
@@ -125,11 +149,14 @@ def apply_filters(p: torch.Tensor, filters: TargetFilters) -> torch.Tensor:
 NO_FILTERS = TargetFilters()
 
 
-def target_law(logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS) -> torch.Tensor:
-    """p_T with the target filters (docs/spec.md §0): logits [b, ..., V], T [b] -> probabilities."""
+def target_law(
+    logits: torch.Tensor, T: torch.Tensor, filters: TargetFilters = NO_FILTERS, static: bool = False
+) -> torch.Tensor:
+    """p_T with the target filters (docs/spec.md §0): logits [b, ..., V], T [b] -> probabilities.
+    ``static``: no host sync (``ranked_topk``)."""
     _expect_law_inputs("target_law", logits, T)
     p = tempered(logits, T)
-    return apply_filters(p, filters) if filters.active else p
+    return apply_filters(p, filters, static) if filters.active else p
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -147,13 +174,13 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
         "inverse_cdf", "u", u, "[...] (the shape of probs without its last dimension)", tuple(probs.shape[:-1]), "float"
     )
     cum = torch.cumsum(probs, -1, out=out) if out is not None else torch.cumsum(probs, -1)
-    idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
-    n = probs.shape[-1]
-    over = idx >= n
-    if bool(over.any()):
-        last = n - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
-        idx = torch.where(over, last, idx)
-    return idx
+    # no host sync: u is capped just below the total, so that where rounding leaves u at or
+    # above it the draw is the first place the cumulative mass reaches the total, the last
+    # entry with mass (a row with no mass: its last entry)
+    total = cum[..., -1:]
+    u = torch.minimum(u.unsqueeze(-1).to(cum.dtype), torch.nextafter(total, scalar(0.0, cum.dtype, cum.device)))
+    idx = torch.searchsorted(cum, u.contiguous(), right=True)
+    return idx.masked_fill_(total <= 0, cum.shape[-1] - 1).squeeze(-1)
 
 
 def target_weights(

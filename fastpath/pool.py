@@ -28,7 +28,9 @@ from rheo.reference.params import Params
 
 from . import variants
 from .inputs import expect, expect_params
-from .laws import inverse_cdf, ranked_topk, softmax_or_zero, tempered
+from .laws import inverse_cdf, ranked_topk, scalar, tempered
+
+INF = float("inf")
 
 LEAD, SAMPLE, FILL, PAD = 0, 1, 2, -1
 KIND_NAMES = {LEAD: "lead", SAMPLE: "sample", FILL: "fill"}
@@ -66,25 +68,26 @@ class Pool:
 
 
 def ranked_draft_law(
-    logits: torch.Tensor, valid: torch.Tensor, params: Params
+    logits: torch.Tensor, valid: torch.Tensor, params: Params, static: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The ranked, truncated, untempered draft law (docs/spec.md §1) at n nodes.
 
     logits: [b, n, V]; valid: [b, n]. Returns (vals, ids, q, ok), each [b, n, W] with
     W = max(k, K), k = min(draft_top_k, V): the kept logits in rank order (-inf padding),
-    their ids, q (0 where not ranked) and ok = q(x) > 0 at a valid node.
+    their ids, q (0 where not ranked) and ok = q(x) > 0 at a valid node. ``static``: no
+    host sync (``ranked_topk``).
     """
     K, V = params.K, logits.shape[-1]
     k = V if params.draft_top_k is None else min(params.draft_top_k, V)
-    vals, ids = ranked_topk(logits, k)
+    vals, ids = ranked_topk(logits, k, static)
     W = max(k, K)
     if W > k:
         pad = W - k
         vals = torch.cat([vals, vals.new_full(vals.shape[:-1] + (pad,), float("-inf"))], -1)
         ids = torch.cat([ids, ids.new_zeros(ids.shape[:-1] + (pad,))], -1)
-    q = softmax_or_zero(vals, torch.isfinite(vals))
+    q = torch.softmax(vals, dim=-1)  # an all -inf row gives NaN, which fails q > 0 below
     ok = (q > 0) & valid.unsqueeze(-1)  # q(x) > 0: the token is ranked
-    return vals, ids, torch.where(ok, q, torch.zeros_like(q)), ok
+    return vals, ids, torch.where(ok, q, scalar(0.0, q.dtype, q.device)), ok
 
 
 def residual_law(vals_u: torch.Tensor, ok_u: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
@@ -105,31 +108,33 @@ def topk_pool(ids: torch.Tensor, q: torch.Tensor, ok: torch.Tensor, K: int) -> P
     return Pool(ids[..., :K], kinds, ranks, q[..., :K], ok[..., :K], ids, zero, zero, None)
 
 
-def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, params: Params) -> Pool:
+def expand(
+    logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.Tensor, params: Params, static: bool = False
+) -> Pool:
     """Pools of the expanded nodes (docs/spec.md §1-§2).
 
     logits: [b, n, V] draft logits at the n nodes; valid: [b, n] (False: padding rows);
     u: [b, n] their ``u_draw`` entries (§7); T: [b] temperatures (the draw only).
+    ``static``: no host sync (a tie at the ``draft_top_k`` boundary is settled in every row).
     """
     b, n, _ = expect("expand", "logits", logits, "[b, n, V]", (None, None, None), "float").shape
     expect("expand", "valid", valid, "[b, n]", (b, n), "bool")
     expect("expand", "u", u, "[b, n]", (b, n), "float")
     expect("expand", "T", T, "[b]", (b,), "float")
     expect_params("expand", params)
-    vals, ids, q, ok = ranked_draft_law(logits, valid, params)  # §1
+    vals, ids, q, ok = ranked_draft_law(logits, valid, params, static)  # §1
     if params.policy == "topk":
         return topk_pool(ids, q, ok, params.K)
     m = params.m
     assert m is not None  # Params requires m under policy "rheo"
-    r = residual_law(vals[..., m:], ok[..., m:], T)  # §2: the residual law on U
-    j = inverse_cdf(r, u.to(r.dtype))  # §7: Y's index in U (rank order)
+    residual = _residual_in_rank_order(vals, ok, T, m)  # §2: the residual law on U, 0 on the leads
+    j = inverse_cdf(residual, u.to(residual.dtype)) - m  # §7: Y's index in U (rank order)
     ranks, kinds, slot_ok = rheo_slots(ok, j, params)  # §2: leads, sample, fills
     factors = q.gather(-1, ranks)
     if params.proxy.kind == "rheo":
         factors[..., m] = rheo_proxy(q, params)
     else:  # the hook: a wrong-on-purpose proxy
         factors[..., m] = variants.proxy(q, q.gather(-1, ranks[..., m : m + 1]).squeeze(-1), params)
-    residual = torch.cat([torch.zeros_like(q[..., :m]), r], -1)
     check, dense = residual, None  # §4 step 3 checks Y against r
     if params.draft_law != "sampled":  # the hook: a wrong-on-purpose draft law for the check
         check, dense = variants.check_law(logits, vals, ids, ok, residual, T, params)
@@ -137,10 +142,35 @@ def expand(logits: torch.Tensor, valid: torch.Tensor, u: torch.Tensor, T: torch.
 
 
 @functools.lru_cache(maxsize=64)
-def _pool_constants(K: int, m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fill offsets, lead ranks and slot kinds of a rheo pool (made once per shape)."""
+def _residual_constants(W: int, m: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """U's positions among the W ranked tokens (all but the m leads) and the point mass on u_1."""
+    in_u = torch.arange(W, device=device) >= m
+    return in_u, (torch.arange(W, device=device) == m).to(dtype)
+
+
+def _residual_in_rank_order(vals: torch.Tensor, ok: torch.Tensor, T: torch.Tensor, m: int) -> torch.Tensor:
+    """``residual_law`` on all W ranked positions, 0 on the leads: r [b, n, W] (docs/spec.md
+    §1-§2; at T = 0 the point mass on u_1, position m). vals, ok: [b, n, W]; T: [b]. No host
+    sync: the temperature is applied per row whatever its value."""
+    dt, dev = vals.dtype, vals.device
+    in_u, point = _residual_constants(vals.shape[-1], m, dt, dev)
+    ok_u = ok & in_u
+    Tb = T.to(dt).reshape(-1, 1, 1)
+    zero = Tb == 0
+    r = torch.softmax(torch.where(ok_u, vals, scalar(-INF, dt, dev)) / torch.where(zero, scalar(1.0, dt, dev), Tb), -1)
+    return torch.where(ok_u, torch.where(zero, point, r), scalar(0.0, dt, dev))
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_constants(K: int, m: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """A rheo pool's slot constants (made once per shape): slot kinds; each slot's rank
+    without Y's shift (leads s, the sample m, the fill m+1+f at rank m+f); the fill index f
+    (-1 elsewhere: never shifted); the sample slot and the leads as masks."""
+    s = torch.arange(K, device=device)
     kinds = torch.tensor([LEAD] * m + [SAMPLE] + [FILL] * (K - m - 1), dtype=torch.int8, device=device)
-    return torch.arange(K - m - 1, device=device), torch.arange(m, device=device), kinds
+    base = torch.where(s > m, s - 1, s)
+    fill = torch.where(s > m, s - m - 1, -1)
+    return kinds, base, fill, s == m, s < m
 
 
 def rheo_slots(ok: torch.Tensor, j: torch.Tensor, params: Params) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,14 +183,13 @@ def rheo_slots(ok: torch.Tensor, j: torch.Tensor, params: Params) -> tuple[torch
     """
     K, m, W = params.K, params.m, ok.shape[-1]
     assert m is not None  # Params requires m under policy "rheo"
-    shape = ok.shape[:-1]
-    f, lead_r, kind_row = _pool_constants(K, m, ok.device)
-    fill_ranks = m + f + (f >= j.unsqueeze(-1)).to(f.dtype)
-    y_rank = (m + j).clamp(max=W - 1)
-    ranks = torch.cat([lead_r.expand(shape + (m,)), y_rank.unsqueeze(-1), fill_ranks], -1)
+    kind_row, base, fill, is_y, is_lead = _pool_constants(K, m, ok.device)
+    jj = j.unsqueeze(-1)
+    # the sample's rank is m + j; a fill at or after Y's place in U moves one rank down
+    ranks = (base + torch.where(is_y, jj, (fill >= jj).to(jj.dtype))).clamp(max=W - 1)
     has_u = ok[..., m : m + 1]
-    slot_ok = torch.cat([ok[..., :m], has_u, ok.gather(-1, fill_ranks) & has_u], -1)
-    return ranks, kind_row.expand(shape + (K,)), slot_ok
+    slot_ok = torch.where(is_y, has_u, ok.gather(-1, ranks) & (is_lead | has_u))
+    return ranks, kind_row.expand(ok.shape[:-1] + (K,)), slot_ok
 
 
 def rheo_proxy(q: torch.Tensor, params: Params) -> torch.Tensor:
@@ -169,6 +198,8 @@ def rheo_proxy(q: torch.Tensor, params: Params) -> torch.Tensor:
     Returns [...]."""
     m = params.m
     assert m is not None  # Params requires m under policy "rheo"
-    if m >= 1:
+    if m == 1:
+        return torch.minimum(q[..., 0], 1 - q[..., 0])
+    if m > 1:
         return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
     return torch.clamp(q[..., 0] + float(params.epsilon), max=1.0)

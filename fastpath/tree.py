@@ -4,16 +4,20 @@ Must equal ``rheo.reference.tree.build_tree`` decision by decision on the same u
 (§7): same pools (``rheo.fastpath.pool``, §1-§2), same order key, same expansions, same T_R.
 ``build_tree`` follows §3 step by step:
 
-1. layer 1 is the root's pool (``_root_layer``);
+1. layer 1 is the root's pool;
 2. growth: for d = 2..D the first B nodes of layer d-1 in order-key order are expanded
-   (their ``u_draw`` entries numbered as §7 says) and their children are layer d
-   (``_next_layer``);
+   (their ``u_draw`` entries numbered as §7 says) and their children are layer d;
 3. pruning: T_R is the first R recorded nodes in order-key order (``_prune``);
 4. T_R in the serving format, ``DraftTree`` (``_draft_tree``).
 
-The order key is (score desc, depth asc, slot path asc). A slot path is compared through
-its code within its layer: the parent's rank in the previous layer times K plus the slot
-(``variants.token_labels`` swaps the slot for the token under ``tie_break: "token"``).
+The order key is (score desc, depth asc, slot path asc). Each layer is stored in slot-path
+order (the expanded nodes sorted by their place in their layer, then the K slots), so a
+recorded node's index orders the nodes by (depth, slot path) and the order key is one stable
+sort by score (``_Layout``). Under ``tie_break: "token"`` (``variants.token_labels``) a slot
+path's code within its layer is the parent's rank in the previous layer times V plus the
+token, sorted explicitly (``_order``). Shapes are static for given (b, K, depth, budget, B,
+draft_top_k), so the ops of a cycle are the same every cycle (``rheo bench fastpath``
+counts them).
 
 All requests of a batch are built together: one draft call per layer, no Python loop over
 requests. The sparse draft law (``draft_top_k`` = k, default 128) is taken once per
@@ -23,8 +27,8 @@ entries.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +37,7 @@ from rheo.reference.params import Params
 
 from . import variants
 from .inputs import expect, expect_params
+from .laws import scalar
 from .pool import KIND_NAMES, SAMPLE, Pool, expand
 from .uniforms import Uniforms
 
@@ -155,90 +160,156 @@ class DraftTree:
 
 DraftFn = Callable[[DraftQuery], torch.Tensor]
 ExpandFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Params], Pool]
+INF = float("inf")
 
 
-@dataclass
-class Nodes:
-    """Recorded draft nodes (docs/spec.md §3): one layer's, or every layer's concatenated."""
+@dataclass(frozen=True)
+class _Layout:
+    """Where every recorded node sits (docs/spec.md §3), made once per shape: layer 1 (the
+    root's K children) is nodes 0..K-1, layer d >= 2 the B K nodes from K + (d-2) B K on,
+    each layer in slot-path order (parent's position, then slot), so that a node's index
+    orders the nodes by (depth, slot path): the order key's tie-break. One sentinel node N
+    (not a node) follows. ``table`` [N+1, 3]: each node's slot, depth and pool row (the row
+    of its parent's expansion among all expansions; 0 for the sentinel); ``sizes`` the
+    layers' node counts."""
 
-    tokens: torch.Tensor  # [b, n]
-    kinds: torch.Tensor  # [b, n] int8 LEAD / SAMPLE / FILL
-    slots: torch.Tensor  # [b, n] the slot under the parent
-    ranks: torch.Tensor  # [b, n] the token's rank in the parent's draft law
-    scores: torch.Tensor  # [b, n] float64 path scores
-    ok: torch.Tensor  # [b, n] bool: a node (False: an empty slot or padding)
-    parents: torch.Tensor  # [b, n] the parent's index among all recorded nodes, -1: the root
-    codes: torch.Tensor  # [b, n] int64 the slot path's code within the layer (the order key's last part)
-    depth: torch.Tensor  # [b, n] int64
-    rows: torch.Tensor  # [b, n] the row of the node's pool among all expanded nodes
-    prefixes: torch.Tensor  # [b, n, D] token paths from the root, -1 padded
+    table: torch.Tensor
+    sizes: tuple[int, ...]
 
-    @staticmethod
-    def record(
-        pool: Pool,
-        scores: torch.Tensor,
-        parents: torch.Tensor,
-        codes: torch.Tensor,
-        rows: torch.Tensor,
-        prefixes: torch.Tensor,
-        D: int,
-    ) -> Nodes:
-        """A layer's nodes: the children of its e expanded nodes, n = e K. pool: [b, e, K];
-        scores, parents, codes, rows: [b, e, K]; prefixes: [b, e, K, d] (d = the depth)."""
-        b, e, K = pool.tokens.shape
-        n, d = e * K, prefixes.shape[-1]
-        pre = prefixes.reshape(b, n, d)
-        slots = torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K)
-        return Nodes(
-            pool.tokens.reshape(b, n),
-            pool.kinds.reshape(b, n),
-            slots.reshape(b, n),
-            pool.ranks.reshape(b, n),
-            scores.reshape(b, n),
-            pool.ok.reshape(b, n),
-            parents.reshape(b, n),
-            codes.reshape(b, n),
-            torch.full((b, n), d, dtype=torch.int64, device=pre.device),
-            rows.reshape(b, n),
-            torch.cat([pre, pre.new_full((b, n, D - d), -1)], -1),
-        )
 
-    @staticmethod
-    def cat(layers: Sequence[Nodes]) -> Nodes:
-        """Every layer's nodes, layer after layer."""
-        return Nodes(*(torch.cat([getattr(x, f.name) for x in layers], 1) for f in dataclasses.fields(Nodes)))
+@functools.lru_cache(maxsize=64)
+def _layout(K: int, B: int, D: int, device: torch.device) -> _Layout:
+    sizes = (K,) + (B * K,) * (D - 1)
+    slots, depth, rows = [], [], []
+    for d, n in enumerate(sizes, start=1):
+        t = torch.arange(n, dtype=torch.int64)
+        slots.append(t % K)
+        depth.append(torch.full((n,), d, dtype=torch.int64))
+        rows.append(torch.zeros(n, dtype=torch.int64) if d == 1 else 1 + B * (d - 2) + t // K)
+    zero = torch.zeros(1, dtype=torch.int64)
+    table = torch.stack([torch.cat(slots + [zero]), torch.cat(depth + [zero]), torch.cat(rows + [zero])], -1)
+    return _Layout(table.to(device), sizes)
 
-    def padded(self) -> Nodes:
-        """These nodes and one more that is not ok (pruning's stand-in when fewer than R were recorded)."""
-        out = Nodes(
-            *(torch.cat([getattr(self, f.name), getattr(self, f.name)[:, :1]], 1) for f in dataclasses.fields(Nodes))
-        )
-        out.ok[:, -1] = False
-        return out
+
+@functools.lru_cache(maxsize=64)
+def _root_query(b: int, device: torch.device) -> DraftQuery:
+    """The root's query (layer 0), made once per batch size and device."""
+    i64 = torch.int64
+    none = torch.full((b, 1), -1, dtype=i64, device=device)
+    return DraftQuery(
+        0,
+        none,
+        torch.zeros((b, 1, 0), dtype=i64, device=device),
+        none,
+        none,
+        torch.ones((b, 1), dtype=torch.bool, device=device),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _pads(b: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """One sentinel column per recorded-node field (the values of a padding row of T_R)."""
+    i64 = torch.int64
+    return {
+        "tokens": torch.zeros((b, 1), dtype=i64, device=device),
+        "kinds": torch.full((b, 1), -1, dtype=torch.int8, device=device),
+        "ok": torch.zeros((b, 1), dtype=torch.bool, device=device),
+        "scores": torch.zeros((b, 1), dtype=torch.float64, device=device),
+        "minus1": torch.full((b, 1), -1, dtype=i64, device=device),
+        "ones": torch.ones(b, dtype=i64, device=device),
+    }
 
 
 def build_tree(
-    draft: DraftFn, params: Params, T: torch.Tensor, uniforms: Uniforms, expand_fn: ExpandFn | None = None
+    draft: DraftFn,
+    params: Params,
+    T: torch.Tensor,
+    uniforms: Uniforms,
+    expand_fn: ExpandFn | None = None,
+    static: bool = False,
 ) -> DraftTree:
     """Build T_R for every request (docs/spec.md §3); ``draft(query)`` answers [b, n, V] logits.
 
     T: [b] temperatures (sampling and verification; the tree's scores use the untempered
     draft law). uniforms: §7 (only ``u_draw`` is read here). ``expand_fn`` replaces
     ``expand`` (the benchmark's full-vocabulary baseline, ``expand_dense``).
+
+    Static shapes for given (b, K, depth, budget, B, draft_top_k): each layer is stored in
+    slot-path order (``_Layout``), so the order key is one stable sort on the scores. The
+    one host sync per layer is ``ranked_topk``'s check for a tie at the ``draft_top_k``
+    boundary; ``static=True`` settles such ties in every row instead (no host sync at all:
+    what a CUDA graph captures).
     """
     expect_params("build_tree", params)
     b = expect("build_tree", "T", T, "[b]", (None,), "float").shape[0]
     uniforms.expect_for("build_tree", params, b)
-    expand_fn = expand_fn or expand
-    layer, pool = _root_layer(draft, expand_fn, T, uniforms, params)  # §3: layer 1 is the root's pool
-    layers, pools = [layer], [pool]
-    n_exp = torch.ones(b, dtype=torch.int64, device=T.device)  # expansions so far (§7 numbering)
-    for _ in range(2, params.depth + 1):  # §3 growth
-        layer, pool, n_exp = _next_layer(draft, expand_fn, layers, n_exp, T, uniforms, params)
-        layers.append(layer)
+    expand_fn = expand_fn or (functools.partial(expand, static=True) if static else expand)
+    K, B, D, E = params.K, params.B, params.depth, params.expansions
+    dev = T.device
+    token_ties = params.tie_break == "token"  # the hook: a wrong-on-purpose tie-break (explicit codes)
+    layout, pads = _layout(K, B, D, dev), _pads(b, dev)
+    # §3 layer 1: the root's pool, drawn on u_draw[0] (§7)
+    query = _root_query(b, dev)
+    logits = _draft(draft, query)
+    pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params).expect("build_tree: layer 1", b, 1, K)
+    V = logits.shape[-1]
+    tokens, kinds, ranks, oks = [pool.tokens[:, 0]], [pool.kinds[:, 0]], [pool.ranks[:, 0]], [pool.ok[:, 0]]
+    scores = [pool.factors[:, 0].to(torch.float64)]
+    psel, pools = [pads["minus1"]], [pool]  # each expansion's node (-1: the root), its pool
+    codes = [variants.token_labels(pool.tokens, V)[0][:, 0]] if token_ties else []
+    n_exp, offset, prefixes = pads["ones"], 0, query.prefixes  # expansions so far (§7 numbering)
+    for d in range(2, D + 1):  # §3 growth: expand the first B nodes of layer d-1 by order key
+        if token_ties:
+            by_key = _order(scores[-1], oks[-1], codes[-1])[:, :B]
+        else:  # the layer is in slot-path order: a stable sort by score is the order key
+            key = torch.where(oks[-1], scores[-1], scalar(-INF, torch.float64, dev))
+            by_key = torch.sort(key, dim=-1, descending=True, stable=True).indices[:, :B]
+        sel, key_rank = torch.sort(by_key, dim=-1)  # the expanded nodes in slot-path order
+        sel_ok = oks[-1].gather(1, sel)
+        u = uniforms.u_draw.gather(1, (n_exp.unsqueeze(1) + key_rank).clamp(max=E - 1))  # §7: in order-key order
+        qrow = torch.div(sel, K, rounding_mode="floor")  # the row of the previous query
+        sel_tok = tokens[-1].gather(1, sel)
+        prefixes = torch.cat([prefixes.gather(1, qrow.unsqueeze(-1).expand(b, B, d - 2)), sel_tok.unsqueeze(-1)], -1)
+        query = DraftQuery(d - 1, sel_tok, prefixes, qrow, sel - qrow * K, sel_ok)
+        logits = _draft(draft, query)
+        pool = expand_fn(logits, sel_ok, u, T, params).expect(f"build_tree: layer {d}", b, B, K)
+        scores.append((scores[-1].gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)).reshape(b, B * K))
+        if token_ties:
+            parent_rank = _lex_rank(codes[-1], oks[-1]).gather(1, sel).unsqueeze(-1)
+            labels, radix = variants.token_labels(pool.tokens, V)
+            codes.append((parent_rank * radix + labels).reshape(b, B * K))
+        tokens.append(pool.tokens.reshape(b, B * K))
+        kinds.append(pool.kinds.reshape(b, B * K))
+        ranks.append(pool.ranks.reshape(b, B * K))
+        oks.append(pool.ok.reshape(b, B * K))
+        psel.append(sel + offset)
         pools.append(pool)
-    nodes, order = _prune(Nodes.cat(layers), params.budget)  # §3 pruning to T_R
-    return _draft_tree(nodes, order, pools, n_exp, params)
+        offset += layout.sizes[d - 2]
+        n_exp = n_exp + sel_ok.sum(1)
+    # §3 pruning: T_R is the first R recorded nodes in order-key order; node N is the sentinel
+    rec = _Recorded(
+        torch.cat(tokens + [pads["tokens"]], 1),
+        torch.cat(kinds + [pads["kinds"]], 1),
+        torch.cat(ranks + [pads["tokens"]], 1),
+        torch.cat(scores + [pads["scores"]], 1),
+        torch.cat(oks + [pads["ok"]], 1),
+        torch.cat(psel, 1),
+    )
+    order = _prune(rec, params.budget, codes, layout, B * K * V)  # codes < B K V (parent rank, label)
+    return _draft_tree(rec, order, pools, n_exp, layout, params)
+
+
+@dataclass
+class _Recorded:
+    """Every recorded node (docs/spec.md §3) in ``_Layout`` order, the sentinel last: [b, N+1];
+    ``parents`` [b, 1 + B(D-1)] each expansion's node (-1: the root)."""
+
+    tokens: torch.Tensor
+    kinds: torch.Tensor
+    ranks: torch.Tensor
+    scores: torch.Tensor  # float64 path scores
+    ok: torch.Tensor
+    parents: torch.Tensor
 
 
 def _draft(draft: DraftFn, query: DraftQuery) -> torch.Tensor:
@@ -247,81 +318,6 @@ def _draft(draft: DraftFn, query: DraftQuery) -> torch.Tensor:
     return expect(
         "build_tree", f"draft(query) at layer {query.layer}", draft(query), "[b, n, V]", (b, n, None), "float"
     )
-
-
-def _labels(pool: Pool, params: Params, vocab_size: int) -> tuple[torch.Tensor, int]:
-    """The children's labels in the order key and their radix: the slot (docs/spec.md §3).
-    pool: [b, e, K]; returns labels [b, e, K]."""
-    if params.tie_break == "token":  # the hook: a wrong-on-purpose tie-break
-        return variants.token_labels(pool.tokens, vocab_size)
-    b, e, K = pool.tokens.shape
-    return torch.arange(K, dtype=torch.int64, device=pool.tokens.device).expand(b, e, K), K
-
-
-def _root_layer(
-    draft: DraftFn, expand_fn: ExpandFn, T: torch.Tensor, uniforms: Uniforms, params: Params
-) -> tuple[Nodes, Pool]:
-    """Layer 1: the root's pool (docs/spec.md §3), drawn on u_draw[0] (§7). T: [b]."""
-    b, dev = T.shape[0], T.device
-    i64 = torch.int64
-    query = DraftQuery(
-        0,
-        torch.full((b, 1), -1, dtype=i64, device=dev),
-        torch.zeros((b, 1, 0), dtype=i64, device=dev),
-        torch.full((b, 1), -1, dtype=i64, device=dev),
-        torch.full((b, 1), -1, dtype=i64, device=dev),
-        torch.ones((b, 1), dtype=torch.bool, device=dev),
-    )
-    logits = _draft(draft, query)
-    K = params.K
-    pool = expand_fn(logits, query.valid, uniforms.u_draw[:, :1], T, params).expect("build_tree: layer 1", b, 1, K)
-    codes, _ = _labels(pool, params, logits.shape[-1])
-    layer = Nodes.record(
-        pool,
-        pool.factors.to(torch.float64),
-        torch.full((b, 1, K), -1, dtype=i64, device=dev),
-        codes,
-        torch.zeros((b, 1, K), dtype=i64, device=dev),
-        pool.tokens.unsqueeze(-1),
-        params.depth,
-    )
-    return layer, pool
-
-
-def _next_layer(
-    draft: DraftFn,
-    expand_fn: ExpandFn,
-    layers: list[Nodes],
-    n_exp: torch.Tensor,
-    T: torch.Tensor,
-    uniforms: Uniforms,
-    params: Params,
-) -> tuple[Nodes, Pool, torch.Tensor]:
-    """Growth (docs/spec.md §3): expand the first B nodes of the last layer (depth d-1) in
-    order-key order; their children are layer d. n_exp: [b] expansions so far; T: [b].
-    Returns (layer d, its pools [b, B, K], n_exp)."""
-    prev = layers[-1]
-    K, B, E = params.K, params.B, params.expansions
-    b, dev = T.shape[0], T.device
-    d = len(layers) + 1
-    sel = _order(prev.scores, prev.ok, prev.codes)[:, :B]  # the first B nodes of layer d-1 by order key
-    sel_ok = prev.ok.gather(1, sel)
-    e = n_exp.unsqueeze(1) + torch.arange(B, dtype=torch.int64, device=dev)  # §7: their expansion numbers
-    u = uniforms.u_draw.gather(1, e.clamp(max=E - 1))
-    prefixes = prev.prefixes[..., : d - 1].gather(1, sel.unsqueeze(-1).expand(b, B, d - 1))
-    query = DraftQuery(d - 1, prev.tokens.gather(1, sel), prefixes, sel // K, sel % K, sel_ok)
-    logits = _draft(draft, query)
-    pool = expand_fn(logits, sel_ok, u, T, params).expect(f"build_tree: layer {d}", b, B, K)
-    scores = prev.scores.gather(1, sel).unsqueeze(-1) * pool.factors.to(torch.float64)
-    parent_rank = _lex_rank(prev.codes, prev.ok).gather(1, sel).unsqueeze(-1)
-    labels, radix = _labels(pool, params, logits.shape[-1])
-    codes = parent_rank * radix + labels  # < B * K * radix
-    parents = (sum(x.tokens.shape[1] for x in layers[:-1]) + sel).unsqueeze(-1).expand(b, B, K)
-    first_row = 1 + B * (d - 2)  # the root's pool is row 0, every layer since added B rows
-    rows = (first_row + torch.arange(B, dtype=torch.int64, device=dev)).expand(b, B).unsqueeze(-1).expand(b, B, K)
-    paths = torch.cat([prefixes.unsqueeze(2).expand(b, B, K, d - 1), pool.tokens.unsqueeze(-1)], -1)
-    layer = Nodes.record(pool, scores, parents, codes, rows, paths, params.depth)
-    return layer, pool, n_exp + sel_ok.sum(1)
 
 
 def _order(score: torch.Tensor, ok: torch.Tensor, secondary: torch.Tensor) -> torch.Tensor:
@@ -344,62 +340,58 @@ def _lex_rank(code: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def _prune(nodes: Nodes, R: int) -> tuple[Nodes, torch.Tensor]:
+def _prune(rec: _Recorded, R: int, codes: list[torch.Tensor], layout: _Layout, span: int) -> torch.Tensor:
     """Pruning (docs/spec.md §3): T_R is the first R recorded nodes in order-key order
-    (score desc, depth asc, slot path asc). Returns the nodes (one padding node appended
-    when fewer than R were recorded) and T_R's indices into them, order [b, R]."""
-    b, N = nodes.tokens.shape
-    expect("build_tree", "the recorded nodes' path scores", nodes.scores, "[b, N]", (b, N), torch.float64)
-    span = int(nodes.codes.max()) + 1 if nodes.codes.numel() else 1
-    order = _order(nodes.scores, nodes.ok, nodes.depth * span + nodes.codes)[:, :R]
-    if order.shape[1] < R:  # fewer recorded nodes than the budget
-        nodes = nodes.padded()
-        order = torch.cat([order, torch.full((b, R - order.shape[1]), N, dtype=torch.int64, device=order.device)], 1)
-    return nodes, order
+    (score desc, depth asc, slot path asc), as indices [b, R] into ``rec`` (the sentinel N
+    where fewer than R nodes were recorded). ``codes``: each layer's slot-path codes under
+    the token tie-break, else empty (the node index is the tie-break); span: a bound on
+    them (codes < span, no host sync to find it)."""
+    b, N1 = rec.tokens.shape
+    expect("build_tree", "the recorded nodes' path scores", rec.scores, "[b, N]", (b, N1), torch.float64)
+    if codes:  # the token tie-break: (depth, code) as the secondary key
+        code = torch.cat(codes + [codes[0][:, :1]], 1)
+        depth = layout.table[:, 1].expand(b, N1)
+        order = _order(rec.scores, rec.ok, depth * span + code)
+    else:
+        key = torch.where(rec.ok, rec.scores, scalar(-INF, torch.float64, rec.scores.device))
+        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    order = order[:, :R]
+    if order.shape[1] < R:  # fewer recorded nodes than the budget: the sentinel pads
+        order = torch.cat([order, order.new_full((b, R - order.shape[1]), N1 - 1)], 1)
+    return order
 
 
-def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: torch.Tensor, params: Params) -> DraftTree:
-    """T_R in the serving format (``DraftTree``): nodes [b, N] recorded, order [b, R] the
-    kept ones in order-key order, pools the expansions' pools, n_exp [b]."""
-    (b, R), D, dev = order.shape, params.depth, order.device
-    N = nodes.tokens.shape[1]
-    valid = nodes.ok.gather(1, order)
-    pos = torch.full((b, N + 1), -1, dtype=torch.int64, device=dev)  # recorded node -> its index in T_R
-    pos.scatter_(
-        1,
-        torch.where(valid, order, torch.full_like(order, N)),
-        torch.arange(R, dtype=torch.int64, device=dev).expand(b, R),
-    )
-    pos = pos[:, :-1]
-    p_rec = nodes.parents.gather(1, order)
-    parents = torch.where(valid & (p_rec >= 0), pos.gather(1, p_rec.clamp(min=0)), torch.full_like(p_rec, -1))
-    pad = torch.zeros_like(order)
-    tokens = torch.where(valid, nodes.tokens.gather(1, order), pad)
-    kinds = torch.where(valid, nodes.kinds.gather(1, order).to(torch.int64), pad - 1).to(torch.int8)
-    slots = torch.where(valid, nodes.slots.gather(1, order), pad)
-    ranks = torch.where(valid, nodes.ranks.gather(1, order), pad)
-    depths = torch.where(valid, nodes.depth.gather(1, order), pad)
-    scores = torch.where(
-        valid, nodes.scores.gather(1, order), torch.zeros((b, R), dtype=nodes.scores.dtype, device=dev)
-    )
-    node_pre = torch.where(
-        valid.unsqueeze(-1),
-        nodes.prefixes.gather(1, order.unsqueeze(-1).expand(b, R, D)),
-        torch.full((b, R, D), -1, dtype=torch.int64, device=dev),
-    )
-    prefixes = torch.cat([torch.full((b, 1, D), -1, dtype=torch.int64, device=dev), node_pre], 1)
-    sample_ids, sample_probs, verify_probs, verify_dense = _sample_laws(
-        pools, nodes.rows.gather(1, order), valid & (kinds == SAMPLE), params
-    )
-    mask, pos_ids, children, retrieve = _tree_tensors(parents, depths, slots, valid, params.K, D)
+def _draft_tree(
+    rec: _Recorded, order: torch.Tensor, pools: list[Pool], n_exp: torch.Tensor, layout: _Layout, params: Params
+) -> DraftTree:
+    """T_R in the serving format (``DraftTree``): rec the recorded nodes [b, N+1] (the
+    sentinel last), order [b, R] the kept ones in order-key order, pools the expansions'
+    pools, n_exp [b]."""
+    (b, R), D = order.shape, params.depth
+    N = rec.tokens.shape[1] - 1
+    valid = rec.ok.gather(1, order)
+    at = torch.where(valid, order, N)  # padding rows read the sentinel
+    slots, depths, rows = layout.table[at].unbind(-1)
+    # recorded node -> its index in T_R (shifted by one: index 0 is "the root", -1)
+    pos = torch.full((b, N + 2), -1, dtype=torch.int64, device=order.device)
+    pos.scatter_(1, at + 1, _arange(R, order.device).expand(b, R))
+    parents = pos.gather(1, rec.parents.gather(1, rows) + 1)
+    kinds = rec.kinds.gather(1, at)
+    sample_ids, sample_probs, verify_probs, verify_dense = _sample_laws(pools, rows, kinds == SAMPLE, params)
+    mask, pos_ids, children, retrieve, anc = _tree_tensors_and_ancestors(parents, depths, slots, valid, params.K, D)
+    tokens = rec.tokens.gather(1, at)
+    # token paths from the ancestors (root-included indices, -1 none): node i is token i - 1
+    tok_ext = torch.cat([tokens, _pads(b, order.device)["minus1"]], 1)  # index R: none
+    path = torch.where(anc[:, :, 1:] > 0, anc[:, :, 1:] - 1, R)
+    prefixes = tok_ext.gather(1, path.reshape(b, -1)).reshape(b, R + 1, D)
     return DraftTree(
         tokens,
         parents,
         depths,
         slots,
         kinds,
-        ranks,
-        scores,
+        rec.ranks.gather(1, at),
+        rec.scores.gather(1, at),
         valid,
         valid.sum(1),
         mask,
@@ -415,6 +407,11 @@ def _draft_tree(nodes: Nodes, order: torch.Tensor, pools: list[Pool], n_exp: tor
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _arange(n: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.int64, device=device)
+
+
 def _sample_laws(
     pools: list[Pool], rows: torch.Tensor, is_sample: torch.Tensor, params: Params
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -422,15 +419,14 @@ def _sample_laws(
     expansions: rows [b, R] each node's pool row, is_sample [b, R]. Returns sample_ids,
     sample_probs (r), verify_probs (the law §4 step 3 checks against) [b, R, W] and
     verify_dense [b, R, V] or None (zeros away from the samples)."""
-    ids_all = torch.cat([p.ids for p in pools], 1)  # [b, rows, W]
-    (b, R), W = rows.shape, ids_all.shape[-1]
+    (b, R), W = rows.shape, pools[0].ids.shape[-1]
     gather_rows = rows.unsqueeze(-1).expand(b, R, W)
-    sample_ids = torch.where(is_sample.unsqueeze(-1), ids_all.gather(1, gather_rows), torch.zeros_like(gather_rows))
-    zeros = torch.zeros((b, R, W), dtype=pools[0].residual.dtype, device=rows.device)
+    keep = is_sample.unsqueeze(-1)
 
     def per_node(laws: list[torch.Tensor]) -> torch.Tensor:  # laws: [b, e, W] per expansion
-        return torch.where(is_sample.unsqueeze(-1), torch.cat(laws, 1).gather(1, gather_rows), zeros)
+        return torch.where(keep, torch.cat(laws, 1).gather(1, gather_rows), 0)
 
+    sample_ids = per_node([p.ids for p in pools])
     sample_probs = per_node([p.residual for p in pools])
     verify_probs = sample_probs if params.draft_law == "sampled" else per_node([p.check for p in pools])
     verify_dense = None
@@ -439,7 +435,7 @@ def _sample_laws(
         dense_all = torch.cat(dense, 1)
         Vd = dense_all.shape[-1]
         verify_dense = dense_all.gather(1, rows.unsqueeze(-1).expand(b, R, Vd))
-        verify_dense = torch.where(is_sample.unsqueeze(-1), verify_dense, torch.zeros_like(verify_dense))
+        verify_dense = torch.where(keep, verify_dense, torch.zeros_like(verify_dense))
     return sample_ids, sample_probs, verify_probs, verify_dense
 
 
@@ -448,40 +444,54 @@ def _tree_tensors(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention mask [b, R+1, R+1], position ids [b, R+1], children table [b, R+1, K] and
     retrieve indices [b, R, D+1] of T_R, from parents, depths, slots, valid: [b, R]."""
+    return _tree_tensors_and_ancestors(parents, depths, slots, valid, K, D)[:4]
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_constants(b: int, R: int, D: int, device: torch.device) -> dict[str, torch.Tensor]:
+    i64 = torch.int64
+    none = R + 1  # the sentinel index: no node
+    return {
+        "root": torch.zeros((b, 1), dtype=i64, device=device),
+        "none": torch.full((b, 1), none, dtype=i64, device=device),
+        "true": torch.ones((b, 1), dtype=torch.bool, device=device),
+        "idx": torch.arange(R + 1, dtype=i64, device=device).expand(b, R + 1),
+        "gen": torch.arange(D + 1, dtype=i64, device=device),
+        "eye": torch.eye(R + 1, dtype=torch.bool, device=device),
+        "kids": torch.arange(1, R + 1, dtype=i64, device=device).expand(b, R),
+    }
+
+
+def _tree_tensors_and_ancestors(
+    parents: torch.Tensor, depths: torch.Tensor, slots: torch.Tensor, valid: torch.Tensor, K: int, D: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``_tree_tensors`` and the ancestors anc [b, R+1, D+1] (anc[i, d] the root-included
+    index of i's ancestor at depth d, i itself at its depth, -1 none). Static shapes: D
+    pointer steps, no host sync."""
     b, R = parents.shape
-    dev = parents.device
-
-    def i64(shape: tuple[int, ...], fill: int) -> torch.Tensor:
-        return torch.full(shape, fill, dtype=torch.int64, device=dev)
-
-    def arange(start: int, end: int) -> torch.Tensor:
-        return torch.arange(start, end, dtype=torch.int64, device=dev)
-
-    ar = arange(0, b).unsqueeze(1)
-    # parent in root-included indexing: root = 0, node i = i + 1; the root has none (-1)
-    par1 = torch.cat([i64((b, 1), -1), torch.where(valid, parents + 1, torch.full_like(parents, -1))], 1)
-    depth1 = torch.cat([i64((b, 1), 0), depths], 1)
-    valid1 = torch.cat([torch.ones((b, 1), dtype=torch.bool, device=dev), valid], 1)
-    idx = arange(0, R + 1).expand(b, R + 1)
-    mask = torch.eye(R + 1, dtype=torch.bool, device=dev).expand(b, R + 1, R + 1).clone()
-    anc = i64((b, R + 1, D + 1), -1)  # anc[i, d] = the ancestor of i at depth d
-    cur = torch.where(valid1, idx, torch.full_like(idx, -1))
-    rows = arange(0, R + 1).expand(b, R + 1)
-    for _ in range(D + 1):
-        live = cur >= 0
-        c = cur.clamp(min=0)
-        mask[ar.expand(b, R + 1)[live], rows[live], c[live]] = True
-        dpos = depth1.gather(1, c)
-        anc[ar.expand(b, R + 1)[live], rows[live], dpos[live]] = c[live]
-        cur = torch.where(live, par1.gather(1, c), cur)
-    children = i64((b, (R + 1) * K + 1), -1)
-    flat = torch.where(valid, (parents + 1) * K + slots, torch.full_like(parents, (R + 1) * K))
-    children.scatter_(1, flat, arange(1, R + 1).expand(b, R))
+    c = _tree_constants(b, R, D, parents.device)
+    none = R + 1
+    # parent pointers over the root-included indices and the sentinel R+1 (root, padding -> R+1)
+    up1 = torch.cat([c["none"], torch.where(valid, parents + 1, none), c["none"]], 1)  # [b, R+2]
+    valid1 = torch.cat([c["true"], valid], 1)
+    depth1 = torch.cat([c["root"], torch.where(valid, depths, 0)], 1)  # [b, R+1]
+    cur = torch.where(valid1, c["idx"], none)
+    ups = [cur]
+    for _ in range(D):
+        cur = up1.gather(1, cur)
+        ups.append(cur)
+    up = torch.stack(ups, -1)  # [b, R+1, D+1]: the g-th ancestor
+    g = depth1.unsqueeze(-1) - c["gen"]  # the generation of the ancestor at depth d
+    anc = torch.where(g >= 0, up.gather(2, g.clamp(min=0)), none)
+    # i sees j when j is i's ancestor at j's depth (padding rows: only themselves)
+    mask = (anc.gather(2, depth1.unsqueeze(1).expand(b, R + 1, R + 1)) == c["idx"].unsqueeze(1)) | c["eye"]
+    children = torch.full((b, (R + 1) * K + 1), -1, dtype=torch.int64, device=parents.device)
+    flat = torch.where(valid, (parents + 1) * K + slots, (R + 1) * K)
+    children.scatter_(1, flat, c["kids"])
     children = children[:, :-1].reshape(b, R + 1, K)
-    has_child = (children[:, 1:] >= 0).any(-1)
-    leaf = valid & ~has_child
+    leaf = valid & ~(children[:, 1:] >= 0).any(-1)
     order = torch.argsort((~leaf).to(torch.uint8), dim=1, stable=True)
+    anc = torch.where(anc == none, -1, anc)
     retrieve = anc[:, 1:].gather(1, order.unsqueeze(-1).expand(b, R, D + 1))
-    retrieve = torch.where(leaf.gather(1, order).unsqueeze(-1), retrieve, torch.full_like(retrieve, -1))
-    position_ids = torch.where(valid1, depth1, torch.zeros_like(depth1))
-    return mask, position_ids, children, retrieve
+    retrieve = torch.where(leaf.gather(1, order).unsqueeze(-1), retrieve, -1)
+    return mask, depth1, children, retrieve, anc

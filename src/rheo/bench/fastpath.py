@@ -89,13 +89,29 @@ class _Runner:
         return self._timed(lambda: build_tree(self.model.draft_logits, cfg, self.T, u, expand_fn=expand_fn))
 
 
-def op_counts(vocab: int = 128256, batch: int = 1, params: Params = PAPER_TREE, device: str = "cpu") -> dict:
+# Ops per cycle before issue 37 (fewer, larger ops): the fastpath at commit 56497c7 (unchanged
+# since 4d39e5c), exported with ``git archive HEAD fastpath`` and counted as ``op_counts``
+# counts (V = 128256, PAPER_TREE, batch 1, float32, the bench's table model and uniforms,
+# forwards excluded, after one warm-up cycle). Op counts do not depend on the device; the
+# data-dependent branches (ties, the walk's early stop) follow the bench's seed, on which the
+# outputs before and after are equal. Measured once, on 2026-12-05, on this project's CPU.
+OPS_BEFORE: dict[str, dict[str, int]] = {
+    "rheo": {"build": 1517, "verify": 785, "cycle": 2302, "cycle_kernels": 1672, "cycle_syncs": 94},
+    "topk": {"build": 1171, "verify": 610, "cycle": 1781, "cycle_kernels": 1324, "cycle_syncs": 49},
+}
+
+
+def op_counts(
+    vocab: int = 128256, batch: int = 1, params: Params = PAPER_TREE, device: str = "cpu", static: bool = False
+) -> dict:
     """The ATen ops one cycle dispatches (``rheo.bench.ops.OpCounter``), model forwards
     excluded, for Rheo (``params``) and Top-K on the same shape, each after one uncounted
     warm-up cycle (constants made once per shape are not a cycle's cost): per policy
     ``build``, ``verify`` and ``cycle`` totals, the cycle's kernels (ops that are no views)
-    and host syncs, and its most frequent ops."""
-    out: dict[str, Any] = {"batch": batch}
+    and host syncs, and its most frequent ops. ``static``: the static-shape, sync-free cycle
+    a CUDA graph captures (``build_tree(static=True)``, ``verify(static=True)``: all D+1
+    depths)."""
+    out: dict[str, Any] = {"batch": batch, "static": static}
     for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
         r = _Runner(vocab, batch, device)
         u = r.uniforms(cfg, seed=batch)
@@ -109,10 +125,10 @@ def op_counts(vocab: int = 128256, batch: int = 1, params: Params = PAPER_TREE, 
                     return model.draft_logits(query)
 
             with build_counter:
-                tree = build_tree(draft, cfg, r.T, u)
+                tree = build_tree(draft, cfg, r.T, u, static=static)
             logits = r.model.target_logits(tree)
             with verify_counter:
-                verify(tree, logits, r.T, cfg, u)
+                verify(tree, logits, r.T, cfg, u, static=static)
             counters = [build_counter, verify_counter]
         build, ver = (c.summary() for c in counters)
         both = counters[0].by_name + counters[1].by_name
@@ -125,6 +141,22 @@ def op_counts(vocab: int = 128256, batch: int = 1, params: Params = PAPER_TREE, 
             "cycle_top_ops": dict(both.most_common(8)),
         }
     return out
+
+
+def render_op_counts(ops: dict) -> list[str]:
+    """The op counts as lines of text: per policy, build / verify / cycle, before and after
+    (and the static-shape cycle a CUDA graph captures)."""
+    lines = [f"ops per cycle at batch {ops['batch']} (build / verify / cycle; kernels, host syncs)"]
+    for name in ("rheo", "topk"):
+        for label, key in (("before", "before"), ("after", "after"), ("static (graph)", "after_static")):
+            row = (ops.get(key) or {}).get(name)
+            if row is None:
+                continue
+            lines.append(
+                f"  {name:<5} {label:<14} {row['build']:>6} / {row['verify']:>6} / {row['cycle']:>6}"
+                f"   ({row['cycle_kernels']} kernels, {row['cycle_syncs']} syncs)"
+            )
+    return lines
 
 
 def bench_fastpath(
@@ -158,10 +190,17 @@ def bench_fastpath(
         "torch_threads": torch.get_num_threads(),
         "forwards": "excluded (table model, time subtracted)",
     }
-    out["ops_per_cycle"] = {
-        **op_counts(vocab, 1, cfg, device),
+    ops_now = op_counts(vocab, 1, cfg, device)
+    ops_static = op_counts(vocab, 1, cfg, device, static=True)
+    out["ops_per_cycle"] = ops = {
+        "batch": 1,
         "counter": "TorchDispatchMode (rheo.bench.ops.OpCounter): ATen ops below autograd, views included",
+        "before": OPS_BEFORE if (vocab, cfg) == (128256, PAPER_TREE) else None,
+        "after": {k: ops_now[k] for k in ("rheo", "topk")},
+        "after_static": {k: ops_static[k] for k in ("rheo", "topk")},
     }
+    for line in render_op_counts(ops):
+        say(line)
     by_batch: dict[str, dict] = {}
     out["batches"] = by_batch
     for b in batches:

@@ -1,0 +1,156 @@
+"""The verifier's static-shape walk (``verify(static=True)``: all D+1 depths over all
+requests, finished ones masked, no host sync; what a CUDA graph would capture) makes the
+same decisions as the default walk, which tests/test_fastpath_differential.py ties to the
+reference: same outputs, lengths and accepted nodes on the same tree, logits and uniforms,
+bit for bit (each request's row is computed by the same ops either way)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rheo.fastpath import FastConfig, TargetFilters, Uniforms, build_tree, verify  # noqa: E402
+from rheo.testing import HashTableModel  # noqa: E402
+
+CASES = [
+    dict(K=4, depth=3, budget=8, m=1),
+    dict(K=4, depth=3, budget=8, m=0),
+    dict(K=5, depth=4, budget=12, m=2, draft_top_k=3),
+    dict(K=4, depth=3, budget=8, policy="topk"),
+    dict(K=1, depth=2, budget=2, m=0),
+    dict(K=3, depth=3, budget=30, m=1),  # more budget than nodes: padding rows
+    dict(K=4, depth=3, budget=8, m=1, filters=TargetFilters(top_k=5, top_p=0.9)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_static_walk_equals_the_default_walk(case, dtype):
+    cfg = FastConfig(**case)
+    b = 16
+    for seed in range(4):
+        model = HashTableModel(50, b, seed=seed, scale=3.0, draft_noise=0.5, dtype=dtype)
+        g = torch.Generator().manual_seed(seed)
+        T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)[torch.randperm(b, generator=g)]
+        if seed == 1:
+            T = torch.ones(b, dtype=torch.float64)  # the default walk's T = 1 shortcut
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+        tree = build_tree(model.draft_logits, cfg, T, u)
+        logits = model.target_logits(tree)
+        want = verify(tree, logits.clone(), T, cfg, u)
+        got = verify(tree, logits.clone(), T, cfg, u, static=True)
+        assert torch.equal(got.tokens, want.tokens)
+        assert torch.equal(got.lengths, want.lengths)
+        assert torch.equal(got.accepted, want.accepted)
+
+
+def test_static_walk_makes_no_host_sync():
+    """No op of the static walk needs a value on the host (``rheo.bench.ops.SYNC_OPS``:
+    ``.item()``, ``bool(t)``, ``nonzero``), so a CUDA graph can capture it; the default walk
+    syncs once per depth."""
+    from rheo.bench.ops import OpCounter
+
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1)
+    model = HashTableModel(50, 4, seed=0)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5], dtype=torch.float64)
+    u = Uniforms.random(4, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    logits = model.target_logits(tree)
+    with OpCounter() as c:
+        verify(tree, logits, T, cfg, u, static=True)
+    assert c.syncs == 0, c.by_name
+    with OpCounter() as c:
+        verify(tree, logits, T, cfg, u)
+    assert c.syncs > 0
+
+
+# ---- the static build and the captured cycle ------------------------------------------------
+
+
+def _tie_heavy(model):
+    """Draft logits rounded to integers: ties everywhere, at the draft_top_k boundary too."""
+
+    def draft(query):
+        return model.draft_logits(query).round()
+
+    return draft
+
+
+TREE_FIELDS = ("tokens", "parents", "depth", "slots", "kinds", "ranks", "scores", "valid", "num_nodes", "expansions")
+TREE_FIELDS += ("attention_mask", "position_ids", "children", "prefixes", "retrieve_indices", "sample_ids")
+TREE_FIELDS += ("sample_probs", "verify_probs")
+
+
+@pytest.mark.parametrize("case", CASES[:4] + [dict(K=4, depth=3, budget=8, m=1, tie_break="token")], ids=str)
+def test_static_build_equals_the_default_build_on_ties(case):
+    """``build_tree(static=True)`` settles a tie at the draft_top_k boundary in every row
+    without a host sync; the tree is the default build's, field by field."""
+    from rheo.bench.ops import OpCounter
+
+    cfg = FastConfig(**{"draft_top_k": 3, **case})
+    b = 8
+    for seed in range(3):
+        model = HashTableModel(40, b, seed=seed, scale=2.0)
+        g = torch.Generator().manual_seed(seed)
+        T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+        want = build_tree(_tie_heavy(model), cfg, T, u)
+        with OpCounter() as c:
+            got = build_tree(_tie_heavy(model), cfg, T, u, static=True)
+        assert c.syncs == 0, c.by_name
+        for name in TREE_FIELDS:
+            assert torch.equal(getattr(got, name), getattr(want, name)), name
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_the_cycle_a_graph_captures_equals_the_default_cycle(case):
+    """``CycleGraph`` (off CUDA: ``static_cycle`` run eagerly, the function a CUDA graph
+    captures) makes the default path's decisions: the same tree and the same outputs,
+    lengths and accepted nodes, on two cycles with other uniforms and temperatures."""
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(**case)
+    b = 8
+    model = HashTableModel(60, b, seed=3, scale=3.0, draft_noise=0.5, dtype=torch.float64)
+    g = torch.Generator().manual_seed(7)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)
+    assert not cycle.captured
+    for _ in range(2):
+        tree, result = cycle(T, u)
+        want_tree = build_tree(model.draft_logits, cfg, T, u)
+        want = verify(want_tree, model.target_logits(want_tree), T, cfg, u)
+        for name in ("tokens", "parents", "kinds", "slots", "num_nodes"):
+            assert torch.equal(getattr(tree, name), getattr(want_tree, name)), name
+        assert torch.equal(result.tokens, want.tokens) and torch.equal(result.accepted, want.accepted)
+        assert torch.equal(result.lengths, want.lengths)
+        T = T.flip(0)
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_captured_cycle_replays_the_eager_decisions_on_cuda():
+    """On CUDA ``CycleGraph`` captures one ``torch.cuda.CUDAGraph``; each replay on new
+    temperatures and uniforms (copied into its buffers) equals the default eager cycle on
+    the same inputs, decision by decision."""
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(K=10, depth=8, budget=60, m=1, draft_top_k=128)
+    b, dev = 4, torch.device("cuda")
+    model = HashTableModel(32000, b, seed=1, scale=6.0, draft_noise=0.3, device=dev)
+    g = torch.Generator(device=dev).manual_seed(0)
+    T = torch.tensor([1.0, 0.7, 0.0, 1.3], dtype=torch.float64, device=dev)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)
+    assert cycle.captured
+    for _ in range(3):
+        tree, result = cycle(T, u)
+        want_tree = build_tree(model.draft_logits, cfg, T, u)
+        want = verify(want_tree, model.target_logits(want_tree), T, cfg, u)
+        assert torch.equal(tree.tokens, want_tree.tokens) and torch.equal(tree.parents, want_tree.parents)
+        assert torch.equal(result.tokens, want.tokens) and torch.equal(result.accepted, want.accepted)
+        T = T.flip(0).contiguous()
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)
