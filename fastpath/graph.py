@@ -1,19 +1,27 @@
-"""One cycle's tree build and verification as one CUDA graph (issue 37: on a GPU a cycle is
-bound by per-op launches and host Python, not by the tensor work).
+"""One cycle's tree build and verification without the host in the loop.
 
-``static_cycle`` is the function that is captured: ``build_tree(static=True)``, the target
-call, ``verify(static=True)``, static shapes for given (b, K, depth, budget, B,
-draft_top_k) and no host sync (tested: ``tests/test_fastpath_static.py``), the same
-decisions as the default path. ``CycleGraph`` captures it once on CUDA and replays it:
-copy the cycle's temperatures and uniforms into its input buffers, one ``replay()``, and
-the outputs are read from the graph's own tensors. Off CUDA (or with ``graph=False``) it
-runs ``static_cycle`` eagerly, so the same code runs and is tested on a CPU.
+On a GPU a short cycle is bound by per-op launches and host Python, not by the tensor work.
+``static_cycle`` is the cycle written for that: ``build_tree(static=True)``, one target
+call, ``verify(static=True)``: static shapes for given (b, K, depth, budget, B,
+draft_top_k), no host sync (tested: ``tests/test_fastpath_static.py``), the same decisions
+as the default path. ``CycleGraph`` runs it in one of three modes:
 
-The model's forwards are captured with it, so they must be graph-safe: tensor ops only, no
-host sync, and any state they read (a KV cache, the request contexts) updated *in place*
-between replays (a forward that reads ``self.context`` captures that tensor's address; a
-new tensor assigned to ``self.context`` is not seen). ``model.advance`` runs outside the
-graph, after a replay. The outputs are overwritten by the next replay: clone what is kept.
+- ``"graph"`` (CUDA only; the default there): captured once as a ``torch.cuda.CUDAGraph``
+  and replayed, one host call per cycle;
+- ``"compile"``: ``torch.compile(fullgraph=True)`` of the whole cycle, which fuses its
+  ops into a few dozen kernels (C++ on a CPU; Triton on CUDA, with
+  ``mode="reduce-overhead"``: CUDA graphs as well);
+- ``"eager"`` (the default off CUDA): ``static_cycle`` op by op.
+
+Every mode copies the cycle's temperatures and uniforms into the object's own input
+buffers and runs on those, so the data flow of a replay is the same in each. The model's
+forwards run inside (captured or compiled with the rest), so they must be graph-safe:
+tensor ops only, no host sync (``HashTableModel`` is), and any state they read (a KV cache,
+the request contexts) updated *in place* between replays in mode ``"graph"`` (a forward
+that reads ``self.context`` captures that tensor's address; a new tensor assigned to
+``self.context`` is not seen). ``model.advance`` runs outside, after the cycle. In modes
+``"graph"`` and ``"compile"`` on CUDA the outputs are overwritten by the next cycle: clone
+what is kept.
 
 >>> import torch
 >>> from rheo.fastpath import FastConfig, Uniforms
@@ -24,13 +32,16 @@ graph, after a replay. The outputs are overwritten by the next replay: clone wha
 >>> u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
 >>> cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)  # CPU: eager
 >>> tree, result = cycle(T, u)
->>> cycle.captured, result.tokens.shape
-(False, torch.Size([2, 3]))
+>>> cycle.mode, cycle.captured, result.tokens.shape
+('eager', False, torch.Size([2, 3]))
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -42,21 +53,29 @@ from .uniforms import Uniforms
 from .verify import TargetFn, VerifyResult, verify
 
 TargetCall = Callable[[DraftTree], "torch.Tensor | TargetFn"]
+MODES = ("auto", "eager", "graph", "compile")
+_TREE_FIELDS = tuple(f.name for f in dataclasses.fields(DraftTree))
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(VerifyResult))
 
 
 def static_cycle(
     draft: DraftFn, target: TargetCall, params: Params, T: torch.Tensor, uniforms: Uniforms
 ) -> tuple[DraftTree, VerifyResult]:
     """Build T_R, call the target once, verify: the static-shape, sync-free form of
-    ``run_cycle`` without ``model.advance`` (what ``CycleGraph`` captures)."""
+    ``run_cycle`` without ``model.advance`` (what ``CycleGraph`` captures or compiles)."""
     tree = build_tree(draft, params, T, uniforms, static=True)
     return tree, verify(tree, target(tree), T, params, uniforms, static=True)
 
 
+def _uniform_tensors(u: Uniforms) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return u.u_draw, u.u_sample, u.u_det, u.u_final
+
+
 class CycleGraph:
-    """``static_cycle`` captured once as a ``torch.cuda.CUDAGraph`` and replayed per cycle
-    (on CUDA with ``graph=True``), else run eagerly. T [b] and uniforms give the shapes,
-    dtypes and device of every later call's inputs."""
+    """``static_cycle`` for one shape, run as ``mode`` says (module docstring): ``"auto"``
+    is ``"graph"`` on CUDA and ``"eager"`` elsewhere. T [b] and uniforms give the shapes,
+    dtypes and device of every later call's inputs. ``warmup``: eager cycles run before a
+    capture (caches, workspaces and constants are made outside the graph)."""
 
     def __init__(
         self,
@@ -65,41 +84,70 @@ class CycleGraph:
         params: Params,
         T: torch.Tensor,
         uniforms: Uniforms,
-        graph: bool = True,
+        mode: str = "auto",
         warmup: int = 2,
     ) -> None:
         expect_params("CycleGraph", params)
         b = expect("CycleGraph", "T", T, "[b]", (None,), "float").shape[0]
         uniforms.expect_for("CycleGraph", params, b)
-        self.draft, self.target, self.params = draft, target, params
-        self.captured = bool(graph) and T.device.type == "cuda"
+        if mode not in MODES:
+            raise ValueError(f"CycleGraph: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        cuda = T.device.type == "cuda"
+        if mode == "auto":
+            mode = "graph" if cuda else "eager"
+        if mode == "graph" and not cuda:
+            raise ValueError(
+                f"CycleGraph: mode 'graph' captures a CUDA graph and needs CUDA tensors (T is on {T.device}); "
+                "use mode 'eager' or 'compile' on a CPU"
+            )
+        self.draft, self.target, self.params, self.mode, self.b = draft, target, params, mode, b
+        self.T = T.clone()  # the input buffers every mode runs on
+        self.uniforms = Uniforms(*(x.clone() for x in _uniform_tensors(uniforms)))
         self.graph: torch.cuda.CUDAGraph | None = None
-        if not self.captured:
-            return
-        self.T = T.clone()  # the graph's input buffers
-        self.uniforms = Uniforms(
-            *(x.clone() for x in (uniforms.u_draw, uniforms.u_sample, uniforms.u_det, uniforms.u_final))
-        )
-        side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up: caches, workspaces and constants made outside the graph
-            for _ in range(max(1, warmup)):
-                static_cycle(draft, target, params, self.T, self.uniforms)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = static_cycle(draft, target, params, self.T, self.uniforms)
+        self._compiled: Callable[..., Any] | None = None
+        if mode == "compile":
+            self._compiled = torch.compile(
+                self._flat, fullgraph=True, dynamic=False, mode="reduce-overhead" if cuda else None
+            )
+        elif mode == "graph":
+            side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(max(1, warmup)):
+                    static_cycle(draft, target, params, self.T, self.uniforms)
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.out = static_cycle(draft, target, params, self.T, self.uniforms)
+
+    @property
+    def captured(self) -> bool:
+        """Whether the cycle is a captured CUDA graph (mode ``"graph"``)."""
+        return self.graph is not None
+
+    def _flat(self, *inputs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        """The cycle on (T, u_draw, u_sample, u_det, u_final) as a flat tuple of the tree's
+        and the result's tensors (what ``torch.compile`` is handed)."""
+        tree, result = static_cycle(self.draft, self.target, self.params, inputs[0], Uniforms(*inputs[1:]))
+        return tuple(getattr(tree, n) for n in _TREE_FIELDS) + tuple(getattr(result, n) for n in _RESULT_FIELDS)
 
     def __call__(self, T: torch.Tensor, uniforms: Uniforms) -> tuple[DraftTree, VerifyResult]:
-        """One cycle on these temperatures [b] and uniforms: a replay (outputs overwritten by
-        the next one) or an eager ``static_cycle``."""
-        if self.graph is None:
-            return static_cycle(self.draft, self.target, self.params, T, uniforms)
+        """One cycle on these temperatures [b] and uniforms (copied into the input buffers)."""
+        expect("CycleGraph", "T", T, "[b]", (self.b,), "float")
+        uniforms.expect_for("CycleGraph", self.params, self.b)
         self.T.copy_(T)
-        for mine, given in zip(
-            (self.uniforms.u_draw, self.uniforms.u_sample, self.uniforms.u_det, self.uniforms.u_final),
-            (uniforms.u_draw, uniforms.u_sample, uniforms.u_det, uniforms.u_final),
-        ):
+        for mine, given in zip(_uniform_tensors(self.uniforms), _uniform_tensors(uniforms)):
             mine.copy_(given)
-        self.graph.replay()
-        return self.out
+        if self.graph is not None:
+            self.graph.replay()
+            return self.out
+        if self._compiled is not None:
+            with warnings.catch_warnings():
+                # Dynamo traces through the lru_cache'd constants (what is wanted: they only make
+                # constants), and inductor's compilation warns of torch's own deprecations
+                warnings.filterwarnings("ignore", message=".*lru_cache", category=UserWarning)
+                warnings.filterwarnings("ignore", category=DeprecationWarning, module="torch")
+                flat = self._compiled(self.T, *_uniform_tensors(self.uniforms))
+            n = len(_TREE_FIELDS)
+            return DraftTree(*flat[:n]), VerifyResult(*flat[n:])
+        return static_cycle(self.draft, self.target, self.params, self.T, self.uniforms)

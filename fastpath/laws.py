@@ -30,8 +30,9 @@ def ranked_topk(x: torch.Tensor, k: int, static: bool = False) -> tuple[torch.Te
 
     Returns (values [..., k], ids [..., k]); k >= V sorts the whole row. A tie straddling
     the k-th place is settled on the whole row: by default only in the rows that have one,
-    found with a host sync; ``static=True`` settles every row the same way, without a sync
-    (a few more passes over V: the form a CUDA graph captures).
+    found with a host sync; ``static=True`` settles every row without a sync (the form a
+    CUDA graph captures): float32 and narrower rows in one ``topk`` on packed keys
+    (``_packed_topk``), float64 rows as the default does, in every row.
 
     >>> v, i = ranked_topk(torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0]), 2)
     >>> i.tolist()
@@ -45,6 +46,9 @@ def ranked_topk(x: torch.Tensor, k: int, static: bool = False) -> tuple[torch.Te
         return torch.sort(x, dim=-1, descending=True, stable=True)
     lead = x.shape[:-1]
     x = x.reshape(-1, V)
+    if static and x.dtype in _PACKABLE and V < 2**31:
+        vals, ids = _packed_topk(x, k)
+        return vals.reshape(lead + (k,)), ids.reshape(lead + (k,))
     vals, ids = torch.topk(x, k + 1, dim=-1, sorted=True)
     thr = vals[..., k - 1]
     tie = vals[..., k] == thr  # a tie straddles the k-th place (also of -inf: settled the same way)
@@ -70,6 +74,25 @@ def ranked_topk(x: torch.Tensor, k: int, static: bool = False) -> tuple[torch.Te
     vals = vals.gather(-1, perm)
     vals, perm = torch.sort(vals, dim=-1, descending=True, stable=True)
     return vals.reshape(lead + (k,)), ids.gather(-1, perm).reshape(lead + (k,))
+
+
+_PACKABLE = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _packed_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``ranked_topk`` of float32 (or narrower) rows x [r, V] in one ``topk``: each entry's
+    key packs its value's bits, mapped to a signed integer that orders as the value does,
+    above the complement of its id (V - 1 - id), so the key order is (value desc, id asc)
+    exactly, ties at the k-th place included. No host sync, no sort, no pass over V beyond
+    the key (what a compiled or captured cycle wants); float64 does not fit beside an id."""
+    f = x.to(torch.float32) + 0.0  # exact; -0.0 becomes +0.0, which compares equal to it
+    bits = f.view(torch.int32)
+    ordered = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int64)  # the value's order
+    V = x.shape[-1]
+    rev_id = (V - 1) - torch.arange(V, dtype=torch.int64, device=x.device)
+    key = ordered * (2**32) + rev_id
+    ids = (V - 1) - (torch.topk(key, k, dim=-1, sorted=True).values & 0xFFFFFFFF)
+    return x.gather(-1, ids), ids
 
 
 def _tie_settled(x: torch.Tensor, thr: torch.Tensor, k: int) -> torch.Tensor:

@@ -201,5 +201,8 @@ def rheo_proxy(q: torch.Tensor, params: Params) -> torch.Tensor:
     if m == 1:
         return torch.minimum(q[..., 0], 1 - q[..., 0])
     if m > 1:
-        return torch.minimum(q[..., m - 1], 1 - torch.cumsum(q[..., :m], -1)[..., -1])
+        leads = q[..., 0]
+        for i in range(1, m):  # summed left to right, as a cumsum would (m is small): fuses when compiled
+            leads = leads + q[..., i]
+        return torch.minimum(q[..., m - 1], 1 - leads)
     return torch.clamp(q[..., 0] + float(params.epsilon), max=1.0)

@@ -327,6 +327,17 @@ def _stochastic(
     return acc, Z - taken.sum(1, keepdim=True)
 
 
+@functools.lru_cache(maxsize=64)
+def _strictly_before(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """[n, n]: entry (i, j) is 1 where j < i (a row sums what comes before column i)."""
+    return torch.ones((n, n), device=device, dtype=dtype).tril(-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _slot_numbers(n: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.int64, device=device)
+
+
 def _deterministic(
     w: torch.Tensor,
     Z: torch.Tensor,
@@ -354,11 +365,16 @@ def _deterministic(
     w.scatter_add_(1, tok, wx.neg())  # w(x) := 0 for every child tried (exactly)
     rest = w.sum(-1, keepdim=True)  # the mass of every other token, summed afresh (the repair)
     total = wx.sum(1, keepdim=True)
-    before = torch.cumsum(wx, 1) - wx  # the mass of the children tried before each one
+    # the mass of the children tried before each one: a masked sum over the few slots, not a
+    # cumulative sum, so that a compiled cycle fuses it (inductor runs a cumsum as its own kernel)
+    before = (wx.unsqueeze(1) * _strictly_before(wx.shape[1], wx.device, wx.dtype)).sum(-1)
     Zi = Z - before
     Zi = torch.where(Zi > 0, Zi, rest + total - before)
     hit = tried & (u_det.gather(1, coin) < wx / Zi)
-    first = hit.to(torch.int8).argmax(1, keepdim=True)  # the first accepted (anything where none is)
+    # the first accepted (the last slot where none is): a min, not an argmax (inductor's
+    # vectorized int8 argmax over these few columns indexed out of range) nor a cumsum
+    slots = _slot_numbers(idx.shape[1], idx.device)
+    first = torch.where(hit, slots, slots[-1]).amin(1, keepdim=True)
     Z = Z - total
     return hit.any(1, keepdim=True), idx.gather(1, first), tok.gather(1, first), torch.where(Z > 0, Z, rest)
 

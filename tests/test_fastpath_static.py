@@ -130,6 +130,59 @@ def test_the_cycle_a_graph_captures_equals_the_default_cycle(case):
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
 
 
+def test_cycle_graph_names_a_mode_it_cannot_run():
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(K=3, depth=2, budget=4, m=1)
+    model = HashTableModel(20, 2, seed=0)
+    T = torch.ones(2, dtype=torch.float64)
+    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="mode 'graph' captures a CUDA graph and needs CUDA tensors"):
+        CycleGraph(model.draft_logits, model.target_logits, cfg, T, u, mode="graph")
+    with pytest.raises(ValueError, match="mode must be one of auto, eager, graph, compile, got 'fast'"):
+        CycleGraph(model.draft_logits, model.target_logits, cfg, T, u, mode="fast")
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)
+    with pytest.raises(ValueError, match=r"CycleGraph: T"):
+        cycle(torch.ones(3, dtype=torch.float64), u)
+
+
+@pytest.mark.parametrize(
+    "case", [dict(K=4, depth=3, budget=8, m=1), dict(K=4, depth=3, budget=8, policy="topk")], ids=str
+)
+def test_a_compiled_cycle_equals_the_eager_cycle(case):
+    """``CycleGraph(mode="compile")``: ``torch.compile`` (inductor, fullgraph) of the whole
+    static cycle, the table model's forwards included, fuses it into a few dozen kernels;
+    its trees and outputs equal the default eager path's decision by decision on three
+    cycles with other temperatures and uniforms (no recompilation between them); path
+    scores and laws agree to float32 rounding (inductor's fused softmax rounds its own way,
+    so a decision within rounding of its threshold could differ, as between any two
+    float32 implementations; none does here). About a minute per case on a 2-core CPU,
+    most of it compiling."""
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(**case)
+    b = 8
+    model = HashTableModel(300, b, seed=5, scale=3.0, draft_noise=0.5)
+    g = torch.Generator().manual_seed(11)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u, mode="compile")
+    for _ in range(3):
+        tree, result = cycle(T, u)
+        want_tree = build_tree(model.draft_logits, cfg, T, u)
+        want = verify(want_tree, model.target_logits(want_tree), T, cfg, u)
+        for name in TREE_FIELDS:
+            got, expected = getattr(tree, name), getattr(want_tree, name)
+            if got.is_floating_point():  # inductor's fused softmax rounds its own way: laws and scores agree
+                torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7, msg=name)
+            else:  # every decision is the same
+                assert torch.equal(got, expected), name
+        assert torch.equal(result.tokens, want.tokens) and torch.equal(result.accepted, want.accepted)
+        assert torch.equal(result.lengths, want.lengths)
+        T = T.flip(0).contiguous()
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_a_captured_cycle_replays_the_eager_decisions_on_cuda():

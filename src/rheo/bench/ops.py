@@ -30,10 +30,12 @@ indexing), each of which makes a CUDA host wait for the device.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # ops whose result needs a value on the host: a device sync on CUDA
@@ -115,3 +117,61 @@ def op_breakdown(fn: Callable[[], object]) -> Counter[str]:
     with OpCounter() as c:
         fn()
     return c.by_name
+
+
+# what the profiler shows that launches no kernel: allocations and metadata-only ops
+_NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_", "lift_fresh", "detach", "alias"})
+
+
+def _launches_kernel(name: str) -> bool | None:
+    """Whether a profiler event named ``name`` is a kernel launch: an inductor kernel (a
+    fused C++ or Triton kernel) or an ATen op that is no view or allocation; None for the
+    rest (Python wrappers, Dynamo's bookkeeping), which is neither counted nor a parent."""
+    if "_fused_" in name or name.startswith("triton_"):
+        return True
+    if not name.startswith("aten::"):
+        return None
+    op = name[len("aten::") :]
+    if op in _NO_KERNEL:
+        return False
+    return not _aten_view(op)
+
+
+@functools.lru_cache(maxsize=None)
+def _aten_view(op: str) -> bool:
+    """Whether the ATen op ``op`` ("slice", "select") makes a view, by its schemas."""
+    try:
+        packet = getattr(torch.ops.aten, op)
+        return any(_is_view(getattr(packet, name)) for name in packet.overloads())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
+    """The kernels ``fn()`` launches, counted from ``torch.profiler``'s events: inductor's
+    fused kernels and the ATen ops that are no views or allocations, each counted where no
+    enclosing event is already counted (``aten::to`` once, not again for its ``copy_``).
+    Unlike ``OpCounter`` this also sees a ``torch.compile``d function's kernels (a dispatch
+    mode stops torch.compile), so eager and compiled code are counted the same way.
+    Returns ``launches``, ``fused`` (inductor kernels among them) and the ``top`` ops."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    by_name: Counter[str] = Counter()
+    for ev in prof.events():
+        if not _launches_kernel(ev.name):
+            continue
+        parent, nested = ev.cpu_parent, False
+        while parent is not None:
+            if _launches_kernel(parent.name) is not None:  # inside another op (a kernel or a view)
+                nested = True
+                break
+            parent = parent.cpu_parent
+        if not nested:
+            by_name["inductor kernel" if "_fused_" in ev.name or ev.name.startswith("triton_") else ev.name] += 1
+    return {
+        "launches": sum(by_name.values()),
+        "fused": by_name["inductor kernel"],
+        "top": dict(by_name.most_common(8)),
+    }

@@ -126,6 +126,8 @@ class HashTableModel(_TableBase):
         return self.banks[side][self._prefix_rows(prefixes, requests)]
 
     def draft_logits(self, query: DraftQuery) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # inside a compiled cycle (rheo.fastpath.graph): no host clock
+            return self.prefix_logits(query.prefixes, "draft")
         t0 = time.perf_counter()
         out = self.prefix_logits(query.prefixes, "draft")
         self.forward_seconds += time.perf_counter() - t0
@@ -133,7 +135,8 @@ class HashTableModel(_TableBase):
 
     def target_logits(self, tree: DraftTree) -> torch.Tensor | TargetFn:
         """[b, R+1, V], or with ``lazy_target`` a callable (rows [n], nodes [n]) -> [n, V]."""
-        t0 = time.perf_counter()
+        compiling = torch.compiler.is_compiling()  # inside a compiled cycle: no host clock
+        t0 = 0.0 if compiling else time.perf_counter()
         rows, bank = self._prefix_rows(tree.prefixes), self.banks["target"]
         out: torch.Tensor | TargetFn
         if self.lazy_target:  # only the visited nodes' rows are ever materialized
@@ -142,7 +145,8 @@ class HashTableModel(_TableBase):
                 return bank[rows[ix, nodes]]
         else:
             out = bank[rows]
-        self.forward_seconds += time.perf_counter() - t0
+        if not compiling:
+            self.forward_seconds += time.perf_counter() - t0
         return out
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
