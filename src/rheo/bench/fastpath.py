@@ -34,10 +34,11 @@ from typing import Any, Literal
 
 import torch
 
-from rheo.bench.ops import OpCounter
+from rheo.bench.ops import OpCounter, count_launches
 from rheo.bench.targets import FASTPATH, judge, summary
 from rheo.fastpath import PAPER_TREE, Params, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
+from rheo.fastpath.graph import CycleGraph
 from rheo.fastpath.verify_naive import verify_naive
 from rheo.progress import Meter
 from rheo.testing import HashTableModel
@@ -89,16 +90,18 @@ class _Runner:
         return self._timed(lambda: build_tree(self.model.draft_logits, cfg, self.T, u, expand_fn=expand_fn))
 
 
-# Ops per cycle before issue 37 (fewer, larger ops): the fastpath at commit 56497c7 (unchanged
-# since 4d39e5c), exported with ``git archive HEAD fastpath`` and counted as ``op_counts``
-# counts (V = 128256, PAPER_TREE, batch 1, float32, the bench's table model and uniforms,
-# forwards excluded, after one warm-up cycle). Op counts do not depend on the device; the
-# data-dependent branches (ties, the walk's early stop) follow the bench's seed, on which the
-# outputs before and after are equal. Measured once, on 2026-12-05, on this project's CPU.
+# The fastpath before issue 37 (commit 54c57f7), counted by ``bench/ops_before_after.py``, which
+# exports that commit's code and counts it beside this checkout's in one run (V = 128256,
+# PAPER_TREE, batch 1, float32, the bench's table model and seed, one warm-up cycle): ATen ops
+# with forwards excluded (``OpCounter``), and kernel launches with the table model's forwards
+# included (``count_launches``, what the compiled cycle is compared with). Op counts do not
+# depend on the device; the data-dependent branches follow the seed, on which the outputs
+# before and now (eager and compiled) are equal. Recorded 2026-12-05.
 OPS_BEFORE: dict[str, dict[str, int]] = {
-    "rheo": {"build": 1517, "verify": 785, "cycle": 2302, "cycle_kernels": 1672, "cycle_syncs": 94},
-    "topk": {"build": 1171, "verify": 610, "cycle": 1781, "cycle_kernels": 1324, "cycle_syncs": 49},
+    "rheo": {"cycle": 2303, "cycle_kernels": 1673, "cycle_syncs": 94, "launches": 1761},
+    "topk": {"cycle": 1782, "cycle_kernels": 1325, "cycle_syncs": 49, "launches": 1392},
 }
+BEFORE_COMMIT = "54c57f7"
 
 
 def op_counts(
@@ -108,9 +111,10 @@ def op_counts(
     excluded, for Rheo (``params``) and Top-K on the same shape, each after one uncounted
     warm-up cycle (constants made once per shape are not a cycle's cost): per policy
     ``build``, ``verify`` and ``cycle`` totals, the cycle's kernels (ops that are no views)
-    and host syncs, and its most frequent ops. ``static``: the static-shape, sync-free cycle
-    a CUDA graph captures (``build_tree(static=True)``, ``verify(static=True)``: all D+1
-    depths)."""
+    and host syncs, its most frequent ops, and its kernel ``launches`` counted by the
+    profiler with the forwards included (``count_launches``, comparable with a compiled
+    cycle's). ``static``: the static-shape, sync-free cycle a CUDA graph captures
+    (``build_tree(static=True)``, ``verify(static=True)``: all D+1 depths)."""
     out: dict[str, Any] = {"batch": batch, "static": static}
     for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
         r = _Runner(vocab, batch, device)
@@ -132,6 +136,12 @@ def op_counts(
             counters = [build_counter, verify_counter]
         build, ver = (c.summary() for c in counters)
         both = counters[0].by_name + counters[1].by_name
+
+        def cycle(cfg=cfg, r=r, u=u):
+            r.model.context = r.context.clone()
+            tree = build_tree(r.model.draft_logits, cfg, r.T, u, static=static)
+            return verify(tree, r.model.target_logits(tree), r.T, cfg, u, static=static)
+
         out[name] = {
             "build": build["total"],
             "verify": ver["total"],
@@ -139,23 +149,91 @@ def op_counts(
             "cycle_kernels": build["kernels"] + ver["kernels"],
             "cycle_syncs": build["syncs"] + ver["syncs"],
             "cycle_top_ops": dict(both.most_common(8)),
+            "launches": count_launches(cycle)["launches"],
         }
     return out
 
 
+def captured_cycles(
+    vocab: int, batch: int, params: Params, device: str, repeats: int = 5, count: bool = True
+) -> dict[str, Any]:
+    """The cycle without the host in the loop (``rheo.fastpath.graph.CycleGraph``): on CUDA
+    captured as a CUDA graph and replayed (mode "graph"), elsewhere compiled whole by
+    ``torch.compile`` (mode "compile"), for Rheo and Top-K at one batch size. Per policy: the
+    median time of ``repeats`` cycles with the forwards' time subtracted as an eager static
+    cycle measures it (they run inside the graph), whether its outputs equal the default
+    eager cycle's, and with ``count`` its kernel launches (``count_launches``, forwards
+    included; inductor's kernels are made visible to the profiler while compiling)."""
+    import torch._inductor.config as inductor_config
+
+    mode = "graph" if torch.device(device).type == "cuda" else "compile"
+    out: dict[str, Any] = {"mode": mode, "batch": batch}
+    for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
+        r = _Runner(vocab, batch, device)
+        u = r.uniforms(cfg, seed=batch)
+        want = r.cycle(cfg, u)[1]
+        r.model.context = r.context.clone()
+        fwd = []
+        for _ in range(max(1, repeats)):  # the forwards' time, as an eager static cycle spends it
+            r.model.context, r.model.forward_seconds = r.context.clone(), 0.0
+            tree = build_tree(r.model.draft_logits, cfg, r.T, u, static=True)
+            r.model.target_logits(tree)
+            fwd.append(r.model.forward_seconds)
+        r.model.context = r.context.clone()
+        t0 = time.perf_counter()
+        graph = CycleGraph(r.model.draft_logits, r.model.target_logits, cfg, r.T, u, mode=mode)
+        # compiled at the first call, its kernels made visible to the profiler and not taken
+        # from inductor's cache (where they may have been compiled without that)
+        saved = inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache
+        inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
+        try:
+            _, got = graph(r.T, u)
+        finally:
+            inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = saved
+        _sync(device)
+        row: dict[str, Any] = {"setup_s": time.perf_counter() - t0}
+        row["equals_eager"] = bool(torch.equal(got.tokens, want.tokens) and torch.equal(got.accepted, want.accepted))
+        times = []
+        for _ in range(max(repeats, 3)):
+            _sync(device)
+            t0 = time.perf_counter()
+            graph(r.T, u)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        row["cycle_s"] = max(statistics.median(times) - statistics.median(fwd), 0.0)
+        row["forwards_s"] = statistics.median(fwd)
+        if count:
+            seen = count_launches(functools.partial(graph, r.T, u))
+            # no inductor kernel seen: the profiler missed them, and the count would be too low
+            row["launches"] = seen["launches"] if seen["fused"] or mode != "compile" else None
+            row["launch_top"] = seen["top"]
+        out[name] = row
+    out["rheo_over_topk"] = out["rheo"]["cycle_s"] / max(out["topk"]["cycle_s"], 1e-9)
+    return out
+
+
 def render_op_counts(ops: dict) -> list[str]:
-    """The op counts as lines of text: per policy, build / verify / cycle, before and after
-    (and the static-shape cycle a CUDA graph captures)."""
-    lines = [f"ops per cycle at batch {ops['batch']} (build / verify / cycle; kernels, host syncs)"]
+    """The op counts as lines of text: per policy, before, now (default and static eager,
+    ``OpCounter``) and the kernel launches of the cycle before, now and compiled whole."""
+    lines = [
+        f"ops per cycle at batch {ops['batch']}: ATen ops, forwards excluded (kernels, host syncs); "
+        "kernel launches, the table model's forwards included"
+    ]
     for name in ("rheo", "topk"):
-        for label, key in (("before", "before"), ("after", "after"), ("static (graph)", "after_static")):
+        for label, key in (("before", "before"), ("now", "after"), ("static", "after_static")):
             row = (ops.get(key) or {}).get(name)
             if row is None:
                 continue
             lines.append(
-                f"  {name:<5} {label:<14} {row['build']:>6} / {row['verify']:>6} / {row['cycle']:>6}"
-                f"   ({row['cycle_kernels']} kernels, {row['cycle_syncs']} syncs)"
+                f"  {name:<5} {label:<7} {row['cycle']:>6} ops ({row['cycle_kernels']} kernels, "
+                f"{row['cycle_syncs']} syncs); {row['launches']} launches"
             )
+        compiled = (ops.get("compiled") or {}).get(name)
+        if compiled is not None:
+            n = compiled["launches"]
+            lines.append(f"  {name:<5} compiled {'not counted' if n is None else f'{n:>5} launches'}")
+    if ops.get("compiled_over_before") is not None:
+        lines.append(f"  launches, compiled over before (worst policy): x{ops['compiled_over_before']:.3f}")
     return lines
 
 
@@ -168,6 +246,7 @@ def bench_fastpath(
     naive_batch: int = 64,
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
+    compiled: bool = True,
 ) -> dict:
     """Time the fastpath, forwards excluded; returns the rows and ratios as a dict (the CLI
     renders it), judged against the targets for ``device`` (``TARGETS``; ``targets`` and
@@ -190,17 +269,36 @@ def bench_fastpath(
         "torch_threads": torch.get_num_threads(),
         "forwards": "excluded (table model, time subtracted)",
     }
+    say("counting ops per cycle (batch 1), eager and static")
     ops_now = op_counts(vocab, 1, cfg, device)
     ops_static = op_counts(vocab, 1, cfg, device, static=True)
+    paper = (vocab, cfg) == (128256, PAPER_TREE)
     out["ops_per_cycle"] = ops = {
         "batch": 1,
         "counter": "TorchDispatchMode (rheo.bench.ops.OpCounter): ATen ops below autograd, views included",
-        "before": OPS_BEFORE if (vocab, cfg) == (128256, PAPER_TREE) else None,
+        "launch_counter": "torch.profiler (rheo.bench.ops.count_launches): kernels, forwards included",
+        "before_commit": BEFORE_COMMIT if paper else None,
+        "before": OPS_BEFORE if paper else None,
         "after": {k: ops_now[k] for k in ("rheo", "topk")},
         "after_static": {k: ops_static[k] for k in ("rheo", "topk")},
+        "compiled": None,
+        "compiled_over_before": None,
     }
+    captured: dict[str, Any] = {}
+    if compiled:
+        cuda = torch.device(device).type == "cuda"
+        for b in batches if cuda else batches[:1]:
+            say(f"batch {b}: the cycle {'captured as a CUDA graph' if cuda else 'compiled whole (about a minute)'}")
+            captured[str(b)] = captured_cycles(vocab, b, cfg, device, repeats, count=(b == 1 and not cuda))
+        if not cuda and "1" in captured:
+            ops["compiled"] = {k: {"launches": captured["1"][k]["launches"]} for k in ("rheo", "topk")}
+            if paper and all(captured["1"][k]["launches"] is not None for k in ("rheo", "topk")):
+                ops["compiled_over_before"] = max(
+                    captured["1"][k]["launches"] / OPS_BEFORE[k]["launches"] for k in ("rheo", "topk")
+                )
     for line in render_op_counts(ops):
         say(line)
+    out["captured"] = captured
     by_batch: dict[str, dict] = {}
     out["batches"] = by_batch
     for b in batches:
@@ -305,5 +403,18 @@ def bench_fastpath(
     out["rheo_over_topk"] = max(x["rheo_over_topk"] for x in rows)
     out["sparse_over_dense"] = max(x["sparse_over_dense"] for x in rows)
     out["fast_over_naive_verify"] = verify_row["fast_over_naive_verify"]
+    out["launches_compiled_over_before"] = ops["compiled_over_before"]
+    if captured:  # the cycle without the host in the loop, by batch (ms, forwards subtracted)
+        for b, row in captured.items():
+            out[f"rheo_captured_cycle_ms_b{b}"] = row["rheo"]["cycle_s"] * 1e3
+            say(
+                f"batch {b}: {row['mode']} cycle rheo {row['rheo']['cycle_s'] * 1e3:.2f} ms, topk "
+                f"{row['topk']['cycle_s'] * 1e3:.2f} ms (x{row['rheo_over_topk']:.2f}); equal to eager: "
+                f"{row['rheo']['equals_eager'] and row['topk']['equals_eager']}"
+            )
+        out["rheo_over_topk_captured"] = max(row["rheo_over_topk"] for row in captured.values())
+        out["captured_equals_eager"] = all(
+            row[k]["equals_eager"] for row in captured.values() for k in ("rheo", "topk")
+        )
     out.update(summary(judge(out, device, TARGETS)))  # targets, meets_targets: for this device
     return out

@@ -137,7 +137,7 @@ def _launches_kernel(name: str) -> bool | None:
     return not _aten_view(op)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _aten_view(op: str) -> bool:
     """Whether the ATen op ``op`` ("slice", "select") makes a view, by its schemas."""
     try:

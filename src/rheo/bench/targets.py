@@ -141,6 +141,12 @@ FASTPATH = (  # rheo bench fastpath (rheo.bench.fastpath)
     Target("sparse_over_dense", "<=", 0.25),
     Target("fast_over_naive_verify", ">=", 10.0, ("cuda",)),  # each op of the loop a kernel launch
     Target("fast_over_naive_verify", ">=", 0.8, ("cpu",)),  # both bound by the same vocabulary-wide softmax
+    # the cycle without the host in the loop (rheo.fastpath.graph): launches are counted where the
+    # cycle is compiled (the CPU run; counts do not depend on the device), times where it is a CUDA graph
+    Target("launches_compiled_over_before", "<=", 0.1, ("cpu",)),
+    Target("rheo_captured_cycle_ms_b1", "<=", 1.0, ("cuda",)),  # an 8B target's decode step is 5-10 ms
+    Target("rheo_captured_cycle_ms_b64", "<=", 3.0, ("cuda",)),
+    Target("rheo_over_topk_captured", "<=", 1.05, ("cuda",)),  # the paper: Rheo about 1% over Top-K
 )
 PER_CALL_TARGET_US = 1000.0  # rheo bench gate: the worker's cost per call, under 1 ms
 BATCHED_TARGET_CYCLES_60S = 1_000_000

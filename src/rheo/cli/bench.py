@@ -65,6 +65,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "                          (target >= 10 on cuda, where each op of the loop is a\n"
         "                          kernel launch; >= 0.8 on cpu, where both are bound by the\n"
         "                          same 128k-wide softmax)\n"
+        "The cycle without the host in the loop (rheo.fastpath.graph.CycleGraph; skip it\n"
+        "with --no-compile): on cuda captured as a CUDA graph at every batch size, on cpu\n"
+        "compiled whole by torch.compile at batch 1 (about a minute per policy):\n"
+        "  rheo_captured_cycle_ms_b1, _b64   (targets <= 1 ms and <= 3 ms, cuda)\n"
+        "  rheo_over_topk_captured           (target <= 1.05, cuda)\n"
+        "  launches_compiled_over_before     kernel launches of the compiled cycle / those\n"
+        "                          of the fastpath before issue 37 (commit 54c57f7, recorded\n"
+        "                          by bench/ops_before_after.py)   (target <= 0.1, cpu)\n"
+        "Ops per cycle at batch 1 (ATen ops, kernels, host syncs; kernel launches) are\n"
+        "printed for the code before, now, and the static cycle (docs/fastpath.md).\n"
         "Each ratio is measured side by side in one run (A B A B ..., medians). The\n"
         "worst batch size is reported at the top level. Targets are judged for the device\n"
         'of the run (--device); one for another device shows as "n/a on cpu" (or\n'
@@ -81,6 +91,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     bf.add_argument("--vocab", type=int, default=128256, metavar="V", help="vocabulary size (default 128256)")
     bf.add_argument(
         "--repeats", type=int, default=None, metavar="N", help="timed runs per variant (default 5, quick 2)"
+    )
+    bf.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="skip the cycle without the host in the loop (CPU: torch.compile of the whole cycle, about "
+        "a minute per policy to compile; CUDA: a CUDA graph per batch size) and its launch count",
     )
     add_json_flag(bf)
     bg = bsub.add_parser(
@@ -294,7 +310,13 @@ def cmd_bench_fastpath(args: argparse.Namespace) -> int:
     repeats = args.repeats or (2 if args.quick else 5)
     batches, naive = ((1, 16), 16) if args.quick else ((1, 16, 64), 64)
     out = bench_fastpath(
-        batches=batches, vocab=args.vocab, repeats=repeats, naive_batch=naive, device=args.device, progress=progress
+        batches=batches,
+        vocab=args.vocab,
+        repeats=repeats,
+        naive_batch=naive,
+        device=args.device,
+        progress=progress,
+        compiled=not args.no_compile,
     )
     emit(json.dumps(out) if args.json else render_fastpath(out))
     return fastpath_status(out)
@@ -329,16 +351,21 @@ def render_fastpath(out: dict) -> str:
         f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
         f"in float64: {v['outputs_equal_float64']})"
     )
+    for b, row in (out.get("captured") or {}).items():
+        how = "CUDA graph replay" if row["mode"] == "graph" else "compiled whole (torch.compile)"
+        lines.append(
+            f"batch {b}, the cycle {how}: rheo {row['rheo']['cycle_s'] * 1e3:.2f} ms, topk "
+            f"{row['topk']['cycle_s'] * 1e3:.2f} ms (x{row['rheo_over_topk']:.3f}; forwards "
+            f"{row['rheo']['forwards_s'] * 1e3:.2f} ms subtracted; outputs equal to eager: "
+            f"{row['rheo']['equals_eager'] and row['topk']['equals_eager']})"
+        )
     ops = out.get("ops_per_cycle")
     if ops:
-        lines.append(f"ops per cycle at batch {ops['batch']} (ATen ops dispatched, forwards excluded)")
-        for name in ("rheo", "topk"):
-            o = ops[name]
-            lines.append(
-                f"  {name:<5} build {o['build']:>6}   verify {o['verify']:>6}   cycle {o['cycle']:>6}   "
-                f"({o['cycle_kernels']} kernels, {o['cycle_syncs']} host syncs)"
-            )
+        from rheo.bench.fastpath import render_op_counts
+
+        lines.extend(render_op_counts(ops))
     for v in out["target_verdicts"]:  # every target, those for another device as "n/a on ..."
         target = f"{v['target']} ({', '.join(v['devices'])})"
-        lines.append(f"  {v['key']:<24} {out[v['key']]:>8.3f}   target {target:<20} {v['verdict']}")
+        value = "-" if out.get(v["key"]) is None else f"{out[v['key']]:.3f}"
+        lines.append(f"  {v['key']:<30} {value:>8}   target {target:<20} {v['verdict']}")
     return "\n".join(lines)
