@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rheo.bench.ops import OpCounter, count_ops, op_breakdown  # noqa: E402
+from rheo.bench.ops import OpCounter, count_launches, count_ops, op_breakdown  # noqa: E402
 
 
 def test_a_known_function_has_a_known_count():
@@ -58,3 +58,50 @@ def test_a_fastpath_cycle_dispatches_a_positive_and_repeatable_count():
     cycle()  # constants made once per shape
     first = count_ops(cycle)
     assert first > 0 and count_ops(cycle) == first
+
+
+def test_launches_count_kernels_once_and_no_views():
+    """``count_launches`` (the profiler's events): an op counted once even where it calls
+    others (``_to_copy`` runs ``copy_``), views and allocations not at all (``to``, whose
+    schema may alias, counts as what it calls)."""
+    x = torch.arange(6.0)
+    got = count_launches(lambda: x.view(2, 3)[0].to(torch.float64).exp())
+    assert got["launches"] == 2 and got["top"] == {"aten::_to_copy": 1, "aten::exp": 1} and got["fused"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's compile warns of torch's own
+def test_a_compiled_function_s_fused_kernels_are_counted():
+    """Inductor's kernels are seen when compiled with ``cpp.enable_kernel_profile`` (what
+    ``rheo bench fastpath`` does): three elementwise ops fuse into one kernel."""
+    import torch._inductor.config as inductor_config
+
+    fn = torch.compile(lambda x: ((x * 2).exp() + 1).sum(), fullgraph=True)
+    x = torch.arange(8.0)
+    saved = inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache
+    inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
+    try:
+        fn(x)
+    finally:
+        inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = saved
+    got = count_launches(lambda: fn(x))
+    assert got["fused"] >= 1 and got["launches"] < count_launches(lambda: ((x * 2).exp() + 1).sum())["launches"]
+
+
+def test_the_bench_s_captured_cycle_counts_and_matches_eager():
+    """``rheo.bench.fastpath.captured_cycles`` on a CPU: the whole cycle compiled, its
+    outputs equal to the eager cycle's, its launches counted with the fused kernels and
+    fewer than the eager cycle's; ``render_op_counts`` prints them."""
+    from rheo.bench.fastpath import captured_cycles, op_counts, render_op_counts
+    from rheo.fastpath import FastConfig
+
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
+    got = captured_cycles(512, 1, cfg, "cpu", repeats=1)
+    eager = op_counts(512, 1, cfg)
+    assert got["mode"] == "compile" and got["rheo_over_topk"] > 0
+    for name in ("rheo", "topk"):
+        assert got[name]["equals_eager"] and got[name]["cycle_s"] >= 0
+        assert got[name]["launch_top"]["inductor kernel"] >= 1
+        assert 0 < got[name]["launches"] < eager[name]["launches"]
+    ops = {"batch": 1, "after": eager, "compiled": {k: {"launches": got[k]["launches"]} for k in ("rheo", "topk")}}
+    text = "\n".join(render_op_counts(ops))
+    assert f"rheo  compiled {got['rheo']['launches']:>5} launches" in text

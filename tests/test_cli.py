@@ -229,14 +229,18 @@ def test_bench_fastpath_quick_json():
     """The fastpath benchmark's contract fields (a small vocabulary keeps it quick; the
     README figures come from the full default run)."""
     pytest.importorskip("torch")
-    r = rheo("bench", "fastpath", "--quick", "--vocab", "2048", "--repeats", "1", "--json")
+    r = rheo("bench", "fastpath", "--quick", "--vocab", "2048", "--repeats", "1", "--no-compile", "--json")
     assert r.returncode in (0, 1), r.stderr  # 1 = a speed target missed, reported in the JSON
     out = json.loads(r.stdout)
     for key in ("rheo_over_topk", "sparse_over_dense", "fast_over_naive_verify", "meets_targets", "batches"):
         assert key in out
     assert set(out["batches"]) == {"1", "16"} and out["verify"]["outputs_equal_float64"] is True
-    assert out["device_kind"] == "cpu" and set(out["meets_targets"]) == set(out["targets"])
-    assert [v["verdict"] for v in out["target_verdicts"] if not v["applies"]] == ["n/a on cpu"]
+    not_measured = {"launches_compiled_over_before"}  # --no-compile
+    assert out["device_kind"] == "cpu" and set(out["meets_targets"]) == set(out["targets"]) - not_measured
+    assert [v["verdict"] for v in out["target_verdicts"] if not v["applies"]] == ["n/a on cpu"] * 4
+    assert out["captured"] == {} and out["launches_compiled_over_before"] is None  # --no-compile
+    assert out["ops_per_cycle"]["before"] is None  # recorded for V = 128256 only
+    assert out["ops_per_cycle"]["after"]["rheo"]["launches"] > 0
     assert all(v > 0 for v in (out["rheo_over_topk"], out["sparse_over_dense"], out["fast_over_naive_verify"]))
     assert "batch 16" in r.stderr  # progress on stderr
 
@@ -251,8 +255,15 @@ def test_bench_targets_are_judged_on_the_device_the_run_used():
 
     ratios = {"rheo_over_topk": 1.13, "sparse_over_dense": 0.221, "fast_over_naive_verify": 1.242}
     cpu, cuda = judge(ratios, "cpu", FASTPATH), judge(ratios, "cuda:0", FASTPATH)
-    assert [v.mark for v in cpu] == ["met", "met", "n/a on cpu", "met"] and passed(cpu)
-    assert [v.mark for v in cuda] == ["met", "met", "MISSED", "n/a on cuda"] and not passed(cuda)
+    assert [v.mark for v in cpu] == ["met", "met", "n/a on cpu", "met", "not measured"] + ["n/a on cpu"] * 3
+    assert passed(cpu)
+    assert [v.mark for v in cuda] == ["met", "met", "MISSED", "n/a on cuda", "n/a on cuda"] + ["not measured"] * 3
+    assert not passed(cuda)
+    captured = {"rheo_captured_cycle_ms_b1": 0.8, "rheo_captured_cycle_ms_b64": 3.4, "rheo_over_topk_captured": 1.04}
+    on_gpu = judge({**ratios, "fast_over_naive_verify": 12.0, **captured}, "cuda", FASTPATH)
+    assert [v.mark for v in on_gpu][-3:] == ["met", "MISSED", "met"] and not passed(on_gpu)  # 3.4 ms > 3 ms
+    launches = judge({**ratios, "launches_compiled_over_before": 0.09}, "cpu", FASTPATH)
+    assert launches[4].mark == "met" and not judge({"launches_compiled_over_before": 0.2}, "cpu", FASTPATH)[4].met
     row = {"rheo_cycle_s": 0.02, "topk_cycle_s": 0.017, "sparse_build_s": 0.017, "dense_build_s": 0.076}
     verify = {"batch": 64, "fast_s": 0.049, "naive_s": 0.067, "fast_over_naive_verify": 1.242}
     shape = dict(device="cpu", torch_threads=2, vocab=128256, K=10, depth=8, budget=60, m=1, draft_top_k=128)

@@ -126,7 +126,7 @@ _NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_
 def _launches_kernel(name: str) -> bool | None:
     """Whether a profiler event named ``name`` is a kernel launch: an inductor kernel (a
     fused C++ or Triton kernel) or an ATen op that is no view or allocation; None for the
-    rest (Python wrappers, Dynamo's bookkeeping), which is neither counted nor a parent."""
+    rest (Python wrappers, Dynamo's bookkeeping)."""
     if "_fused_" in name or name.startswith("triton_"):
         return True
     if not name.startswith("aten::"):
@@ -150,7 +150,8 @@ def _aten_view(op: str) -> bool:
 def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
     """The kernels ``fn()`` launches, counted from ``torch.profiler``'s events: inductor's
     fused kernels and the ATen ops that are no views or allocations, each counted where no
-    enclosing event is already counted (``aten::to`` once, not again for its ``copy_``).
+    enclosing event is already counted (``aten::_to_copy`` once, not again for its ``copy_``;
+    an op whose schema may alias, ``to`` or ``reshape``, counts as what it calls).
     Unlike ``OpCounter`` this also sees a ``torch.compile``d function's kernels (a dispatch
     mode stops torch.compile), so eager and compiled code are counted the same way.
     Returns ``launches``, ``fused`` (inductor kernels among them) and the ``top`` ops."""
@@ -164,8 +165,8 @@ def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
             continue
         parent, nested = ev.cpu_parent, False
         while parent is not None:
-            if _launches_kernel(parent.name) is not None:  # inside another op (a kernel or a view)
-                nested = True
+            if _launches_kernel(parent.name):  # inside a counted op (a view that may copy, as
+                nested = True  # ``to`` or ``reshape``, is not: what it calls is counted)
                 break
             parent = parent.cpu_parent
         if not nested:
