@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # GPU check for the fastpath (one CUDA device; under 5 minutes on an H200):
 #   1. the device-parametrized tests marked `gpu` (decision equality with the reference in
-#      float64, the KV-cache model, the tree format, the statistical cycle-law tests);
-#   2. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64);
-#   3. the gate's batched checks on CUDA: the fastpath through the batched protocol
+#      float64, the KV-cache model, the tree format, the statistical cycle-law tests) and the
+#      captured cycle (tests/test_fastpath_static.py: a CUDA-graph replay equals the eager cycle
+#      decision by decision);
+#   2. where a cycle's time goes: torch.profiler on CUDA over one eager cycle and ten graph
+#      replays at batch 1 (bench/gpu_profile.py, the top kernels by CUDA time);
+#   3. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64): the eager
+#      cycle, the CUDA-graph cycle per batch size (targets 1 ms at batch 1, 3 ms at 64, Rheo
+#      over Top-K 1.05) and the ops per cycle (the compiled launch count is the CPU run's);
+#   4. the gate's batched checks on CUDA: the fastpath through the batched protocol
 #      (`rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath`: 1,000,000 cycles per
 #      case, and V = 32,000), whose detail gives the cycles per second on the device.
 # The lent machine has a CUDA torch, numpy, scipy, sympy, hypothesis and pytest already and
@@ -22,9 +28,10 @@ assert torch.cuda.is_available(), "no CUDA device: this script is for the GPU ma
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PY
 # Hypothesis' ci profile (500 examples, derandomized) for the decision-equality test
-CI=true timeout 240 python -m pytest -o "addopts=-p no:benchmark" -m gpu -p no:cacheprovider -q -rs --durations=10 \
+CI=true timeout 200 python -m pytest -o "addopts=-p no:benchmark" -m gpu -p no:cacheprovider -q -rs --durations=10 \
     tests/test_fastpath_differential.py tests/test_fastpath_models.py tests/test_fastpath_statistical.py \
-    2>&1 | tee "$out/gpu_tests.txt" || echo "(pytest exited $?: see gpu_tests.txt)"
+    tests/test_fastpath_static.py 2>&1 | tee "$out/gpu_tests.txt" || echo "(pytest exited $?: see gpu_tests.txt)"
+timeout 60 python bench/gpu_profile.py 2>&1 | tee "$out/gpu_profile.txt" || echo "(the profile exited $?)"
 timeout 150 rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
     || echo "(rheo bench fastpath exited $?: a target missed, see the JSON)"
 timeout 120 rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json 2> >(tee "$out/gate_progress.txt" >&2) \

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -147,6 +149,20 @@ def _aten_view(op: str) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 pointed at the null device for a moment (native code's logging)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
     """The kernels ``fn()`` launches, counted from ``torch.profiler``'s events: inductor's
     fused kernels and the ATen ops that are no views or allocations, each counted where no
@@ -157,8 +173,14 @@ def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
     Returns ``launches``, ``fused`` (inductor kernels among them) and the ``top`` ops."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with _quiet_stderr():  # the profiler's native layer logs its start and stop on stderr
+        prof.__enter__()
+    try:
         fn()
+    finally:
+        with _quiet_stderr():
+            prof.__exit__(None, None, None)
     by_name: Counter[str] = Counter()
     for ev in prof.events():
         if not _launches_kernel(ev.name):

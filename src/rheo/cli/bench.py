@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "--no-compile",
         action="store_true",
         help="skip the cycle without the host in the loop (CPU: torch.compile of the whole cycle, about "
-        "a minute per policy to compile; CUDA: a CUDA graph per batch size) and its launch count",
+        "a minute per policy to compile, and its launch count; CUDA: a CUDA graph per batch size)",
     )
     add_json_flag(bf)
     bg = bsub.add_parser(
