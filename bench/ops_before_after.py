@@ -1,6 +1,6 @@
 """Ops and kernel launches per cycle of the fastpath at another commit and now, side by side
 in one run (issue 37's "before" figures; `rheo bench fastpath` prints them as recorded). Now
-is counted three ways: the default eager cycle, and the whole cycle compiled
+is counted twice: the default eager cycle, and the whole cycle compiled
 (`CycleGraph(mode="compile")`, about a minute per policy to compile on a 2-core CPU).
 
     python bench/ops_before_after.py            # before = 54c57f7, the code before issue 37
@@ -9,8 +9,9 @@ is counted three ways: the default eager cycle, and the whole cycle compiled
 The other commit's `fastpath/`, `reference/` and `src/` are exported with `git archive` into a
 temporary folder and counted in a subprocess that imports them in place of the installed
 package; the counters (`rheo.bench.ops`, loaded from this checkout by file) and the cycle (the
-bench's `HashTableModel`, V = 128256, `PAPER_TREE`, batch 1, T = 1, one warm-up cycle, model
-forwards excluded) are the same for both. Needs git and this repository's history.
+bench's `HashTableModel`, V = 128256, `PAPER_TREE`, batch 1, T = 1, one torch thread, one
+warm-up cycle) are the same for both: ATen ops with the model forwards excluded, kernel
+launches with them included. Needs git and this repository's history.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from rheo.testing import HashTableModel
 
 torch.set_num_threads(1)
 out = {"fastpath": sys.modules["rheo.fastpath"].__file__}
+assert out["fastpath"].startswith(root), f"rheo.fastpath came from {out['fastpath']}, not {root}"
 for name, cfg in (("rheo", PAPER_TREE), ("topk", PAPER_TREE.replace(policy="topk"))):
     model = HashTableModel(128256, 1, seed=0, rows=8, scale=6.0, draft_noise=0.3)
     context = model.context.clone()

@@ -106,7 +106,13 @@ def _tie_settled(x: torch.Tensor, thr: torch.Tensor, k: int) -> torch.Tensor:
     return torch.topk(keep.to(torch.int8), k, dim=-1).indices
 
 
-@functools.lru_cache(maxsize=256)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
+def positions(n: int, device: torch.device) -> torch.Tensor:
+    """0..n-1 as int64 on ``device``, made once per size and device."""
+    return torch.arange(n, dtype=torch.int64, device=device)
+
+
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``value`` as a 0-dim tensor made once per dtype and device: ``torch.where(c, x,
     scalar(0.0, x.dtype, x.device))`` is one op, where a Python number would add one
@@ -182,12 +188,15 @@ def target_law(
     return apply_filters(p, filters, static) if filters.active else p
 
 
-def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def inverse_cdf(
+    probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None = None, static: bool = False
+) -> torch.Tensor:
     """Index of the first entry whose cumulative mass exceeds u (docs/spec.md §7).
 
     probs: [..., n] nonnegative (unnormalized is fine with u scaled by the total); u: [...];
     out: [..., n] a buffer for the cumulative sums (optional). Zero-mass entries are never
-    chosen; if rounding leaves the total below u, the last entry with mass wins.
+    chosen; if rounding leaves the total below u, the last entry with mass wins. ``static``:
+    no host sync (the fallback computed in every row).
 
     >>> inverse_cdf(torch.tensor([0.5, 0.0, 0.5]), torch.tensor(0.7)).item()
     2
@@ -197,13 +206,15 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None =
         "inverse_cdf", "u", u, "[...] (the shape of probs without its last dimension)", tuple(probs.shape[:-1]), "float"
     )
     cum = torch.cumsum(probs, -1, out=out) if out is not None else torch.cumsum(probs, -1)
-    # no host sync: u is capped just below the total, so that where rounding leaves u at or
-    # above it the draw is the first place the cumulative mass reaches the total, the last
-    # entry with mass (a row with no mass: its last entry)
-    total = cum[..., -1:]
-    u = torch.minimum(u.unsqueeze(-1).to(cum.dtype), torch.nextafter(total, scalar(0.0, cum.dtype, cum.device)))
-    idx = torch.searchsorted(cum, u.contiguous(), right=True)
-    return idx.masked_fill_(total <= 0, cum.shape[-1] - 1).squeeze(-1)
+    n = probs.shape[-1]
+    idx = torch.searchsorted(cum, u.unsqueeze(-1).to(cum.dtype).contiguous(), right=True).squeeze(-1)
+    # where rounding leaves u at or above the total (idx = n): the last entry with mass (a row
+    # without mass: its last entry), found by a max over the positions with mass; ``static``:
+    # always computed (no host sync), else only when some row needs it (one sync)
+    if not static and not bool((idx >= n).any()):
+        return idx
+    last = torch.where(probs > 0, positions(n, probs.device), -1).amax(-1)
+    return torch.where(idx < n, idx, torch.where(last >= 0, last, n - 1))
 
 
 def target_weights(

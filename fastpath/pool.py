@@ -8,7 +8,7 @@ follows the spec step by step:
 1. §1 the draft law q: the ``draft_top_k`` best logits ranked (value desc, id asc), then
    softmax, untempered (``ranked_draft_law``);
 2. §2 Top-K: the slots hold x_1..x_K (``topk_pool``). Rheo: leads x_1..x_m, the residual law
-   r = (q on U)^(1/T) (``residual_law``), Y ~ r by inverse CDF from its ``u_draw`` entry
+   r = (q on U)^(1/T) (``_residual_in_rank_order``), Y ~ r by inverse CDF from its ``u_draw`` entry
    (§7), the fills, the proxy as the sample's factor (``rheo_slots``, ``rheo_proxy``);
 3. the law the verifier checks Y against (§4 step 3): r itself.
 
@@ -28,7 +28,7 @@ from rheo.reference.params import Params
 
 from . import variants
 from .inputs import expect, expect_params
-from .laws import inverse_cdf, ranked_topk, scalar, tempered
+from .laws import inverse_cdf, ranked_topk, scalar
 
 INF = float("inf")
 
@@ -90,14 +90,6 @@ def ranked_draft_law(
     return vals, ids, torch.where(ok, q, scalar(0.0, q.dtype, q.device)), ok
 
 
-def residual_law(vals_u: torch.Tensor, ok_u: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
-    """r = (q restricted to U)^(1/T), renormalized (docs/spec.md §1-§2): restriction before
-    tempering; at T = 0 the point mass on u_1. vals_u, ok_u: [b, n, W-m] the residual
-    support's logits and presence in rank order; T: [b]. Returns r [b, n, W-m]."""
-    no_mass = torch.full_like(vals_u, float("-inf"))
-    return torch.where(ok_u, tempered(torch.where(ok_u, vals_u, no_mass), T), torch.zeros_like(vals_u))
-
-
 def topk_pool(ids: torch.Tensor, q: torch.Tensor, ok: torch.Tensor, K: int) -> Pool:
     """Policy "topk" (docs/spec.md §2): x_1..x_K in slots 0..K-1, each a lead with factor q(x).
     ids, q, ok: [b, n, W]."""
@@ -128,7 +120,7 @@ def expand(
     m = params.m
     assert m is not None  # Params requires m under policy "rheo"
     residual = _residual_in_rank_order(vals, ok, T, m)  # §2: the residual law on U, 0 on the leads
-    j = inverse_cdf(residual, u.to(residual.dtype)) - m  # §7: Y's index in U (rank order)
+    j = inverse_cdf(residual, u.to(residual.dtype), static=static) - m  # §7: Y's index in U (rank order)
     ranks, kinds, slot_ok = rheo_slots(ok, j, params)  # §2: leads, sample, fills
     factors = q.gather(-1, ranks)
     if params.proxy.kind == "rheo":
@@ -141,7 +133,7 @@ def expand(
     return Pool(ids.gather(-1, ranks), kinds, ranks, factors, slot_ok, ids, residual, check, dense)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _residual_constants(W: int, m: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """U's positions among the W ranked tokens (all but the m leads) and the point mass on u_1."""
     in_u = torch.arange(W, device=device) >= m
@@ -149,9 +141,10 @@ def _residual_constants(W: int, m: int, dtype: torch.dtype, device: torch.device
 
 
 def _residual_in_rank_order(vals: torch.Tensor, ok: torch.Tensor, T: torch.Tensor, m: int) -> torch.Tensor:
-    """``residual_law`` on all W ranked positions, 0 on the leads: r [b, n, W] (docs/spec.md
-    §1-§2; at T = 0 the point mass on u_1, position m). vals, ok: [b, n, W]; T: [b]. No host
-    sync: the temperature is applied per row whatever its value."""
+    """The residual law r = (q restricted to U)^(1/T), renormalized (restriction before
+    tempering), on all W ranked positions, 0 on the leads: r [b, n, W] (docs/spec.md §1-§2;
+    at T = 0 the point mass on u_1, position m). vals, ok: [b, n, W]; T: [b]. No host sync:
+    the temperature is applied per row whatever its value."""
     dt, dev = vals.dtype, vals.device
     in_u, point = _residual_constants(vals.shape[-1], m, dt, dev)
     ok_u = ok & in_u
@@ -161,7 +154,7 @@ def _residual_in_rank_order(vals: torch.Tensor, ok: torch.Tensor, T: torch.Tenso
     return torch.where(ok_u, torch.where(zero, point, r), scalar(0.0, dt, dev))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _pool_constants(K: int, m: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """A rheo pool's slot constants (made once per shape): slot kinds; each slot's rank
     without Y's shift (leads s, the sample m, the fill m+1+f at rank m+f); the fill index f

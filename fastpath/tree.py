@@ -16,8 +16,9 @@ recorded node's index orders the nodes by (depth, slot path) and the order key i
 sort by score (``_Layout``). Under ``tie_break: "token"`` (``variants.token_labels``) a slot
 path's code within its layer is the parent's rank in the previous layer times V plus the
 token, sorted explicitly (``_order``). Shapes are static for given (b, K, depth, budget, B,
-draft_top_k), so the ops of a cycle are the same every cycle (``rheo bench fastpath``
-counts them).
+draft_top_k); with ``static=True`` so are the ops (no data-dependent branch: what a CUDA
+graph or ``torch.compile`` runs), while the default settles a tie at the ``draft_top_k``
+boundary only in the rows that have one (``rheo bench fastpath`` counts both).
 
 All requests of a batch are built together: one draft call per layer, no Python loop over
 requests. The sparse draft law (``draft_top_k`` = k, default 128) is taken once per
@@ -37,8 +38,8 @@ from rheo.reference.params import Params
 
 from . import variants
 from .inputs import expect, expect_params
-from .laws import scalar
-from .pool import KIND_NAMES, SAMPLE, Pool, expand
+from .laws import positions, scalar
+from .pool import INF, KIND_NAMES, SAMPLE, Pool, expand
 from .uniforms import Uniforms
 
 
@@ -160,7 +161,6 @@ class DraftTree:
 
 DraftFn = Callable[[DraftQuery], torch.Tensor]
 ExpandFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Params], Pool]
-INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class _Layout:
     sizes: tuple[int, ...]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _layout(K: int, B: int, D: int, device: torch.device) -> _Layout:
     sizes = (K,) + (B * K,) * (D - 1)
     slots, depth, rows = [], [], []
@@ -191,7 +191,7 @@ def _layout(K: int, B: int, D: int, device: torch.device) -> _Layout:
     return _Layout(table.to(device), sizes)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _root_query(b: int, device: torch.device) -> DraftQuery:
     """The root's query (layer 0), made once per batch size and device."""
     i64 = torch.int64
@@ -206,7 +206,7 @@ def _root_query(b: int, device: torch.device) -> DraftQuery:
     )
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _pads(b: int, device: torch.device) -> dict[str, torch.Tensor]:
     """One sentinel column per recorded-node field (the values of a padding row of T_R)."""
     i64 = torch.int64
@@ -374,7 +374,7 @@ def _draft_tree(
     slots, depths, rows = layout.table[at].unbind(-1)
     # recorded node -> its index in T_R (shifted by one: index 0 is "the root", -1)
     pos = torch.full((b, N + 2), -1, dtype=torch.int64, device=order.device)
-    pos.scatter_(1, at + 1, _arange(R, order.device).expand(b, R))
+    pos.scatter_(1, at + 1, positions(R, order.device).expand(b, R))
     parents = pos.gather(1, rec.parents.gather(1, rows) + 1)
     kinds = rec.kinds.gather(1, at)
     sample_ids, sample_probs, verify_probs, verify_dense = _sample_laws(pools, rows, kinds == SAMPLE, params)
@@ -405,11 +405,6 @@ def _draft_tree(
         verify_dense,
         n_exp,
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _arange(n: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(n, dtype=torch.int64, device=device)
 
 
 def _sample_laws(
@@ -447,7 +442,7 @@ def _tree_tensors(
     return _tree_tensors_and_ancestors(parents, depths, slots, valid, K, D)[:4]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _tree_constants(b: int, R: int, D: int, device: torch.device) -> dict[str, torch.Tensor]:
     i64 = torch.int64
     none = R + 1  # the sentinel index: no node

@@ -32,7 +32,7 @@ from rheo.reference.params import Params
 
 from . import variants
 from .inputs import expect, expect_params
-from .laws import inverse_cdf, scalar, target_law, target_weights
+from .laws import inverse_cdf, positions, scalar, target_law, target_weights
 from .pool import SAMPLE
 from .tree import DraftTree
 from .uniforms import Uniforms
@@ -98,7 +98,8 @@ def verify(
     Policy "topk" verifies point-mass (no stochastic step).
 
     Each depth is a fixed sequence of tensor ops over the requests still walking (the
-    stochastic step, then every deterministic child at once, ``_steps``). ``static=True``
+    stochastic step, then every deterministic child at once: ``_stochastic``,
+    ``_deterministic``). ``static=True``
     walks all D+1 depths over all b requests, finished ones masked: static shapes and no
     host sync (what a CUDA graph captures). ``static=False`` (the default) walks only the
     requests still deciding and stops when none is: one host sync per depth, fewer rows.
@@ -115,8 +116,23 @@ def verify(
     expect("verify", "T", T, "[b]", (b,), "float")
     uniforms.expect_for("verify", params, b)
     if params.policy == "rheo" and (params.verify != "rheo" or tree.verify_dense is not None):
+        if static:
+            raise ValueError(static_unsupported("verify", params))
         return _verify_stepwise(tree, target_logits, T, params, uniforms)  # the hook: a wrong-on-purpose verifier
     return _verify_batched(tree, target_logits, T, params, uniforms, static)
+
+
+def static_unsupported(where: str, params: Params) -> str | None:
+    """Why ``params`` has no static cycle (None: it has one). The wrong-on-purpose
+    verifiers (``verify`` other than "rheo", ``draft_law: "dense"``) walk one step at a time
+    over the requests still walking, with host syncs."""
+    if params.policy == "rheo" and (params.verify != "rheo" or params.draft_law == "dense"):
+        return (
+            f"{where}: static=True (the static, sync-free cycle a CUDA graph or torch.compile runs) covers "
+            f'the rheo verifier with the sampled draft law and Top-K; got verify="{params.verify}", '
+            f'draft_law="{params.draft_law}": use static=False (CycleGraph: none of its modes)'
+        )
+    return None
 
 
 def _verify_batched(
@@ -135,7 +151,9 @@ def _verify_batched(
     D, K, dev = params.depth, params.K, tree.tokens.device
     ints, floats, sizes = _node_tables(tree, params)
     ints, floats = ints.reshape(b * (R + 1), -1), floats.reshape(b * (R + 1), -1)
-    dtype = target_logits.dtype if isinstance(target_logits, torch.Tensor) else floats.dtype
+    # the coins and temperatures in the target logits' dtype, as the steps compare them (a
+    # callable's dtype is known once it answers: float64 until then, cast at each depth)
+    dtype = target_logits.dtype if isinstance(target_logits, torch.Tensor) else torch.float64
     zero_T = T == 0
     divide, greedy = True, True
     if not static:  # a host sync once per call (the walk syncs at every depth anyway)
@@ -168,6 +186,8 @@ def _verify_batched(
         at = (base + cv).squeeze(1)  # [n] the visited nodes' rows in [b * (R+1)]
         u_s, u_f, T_w, shift, u_det = torch.split(ud, [1, 1, 1, 1, K], 1)
         w, Z = _weights(target_logits, ix, cv, at, T_w, shift, params, divide, greedy, static)
+        if w.dtype != ud.dtype:  # a callable's logits
+            u_s, u_f, _, _, u_det = torch.split(ud.to(w.dtype), [1, 1, 1, 1, K], 1)
         row = torch.split(ints.index_select(0, at), sizes, 1)
         idx, tok, coin = row[:3]
         if params.policy == "rheo":  # step 3 on the sample child, then step 4
@@ -183,7 +203,7 @@ def _verify_batched(
             act = c["true"][: at.shape[0]] if live is None else live
             moved, nxt, token, Z = _deterministic(w, Z, act, idx, tok, coin, u_det)
         # steps 1 and 5: where no child was accepted, the bonus / correction token ~ w (§7)
-        final = _draw(w, u_f * Z, _workspace.get("cum", w.shape[0], w))
+        final = _draw(w, u_f * Z, None if static else _workspace.get("cum", w.shape[0], w), static)
         step_out = torch.where(moved, token, final)
         acc_node = torch.where(moved, nxt - 1, none)
         if live is not None:  # static
@@ -201,7 +221,7 @@ def _verify_batched(
     return VerifyResult(tokens, (tokens >= 0).sum(1), accepted)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _verify_constants(b: int, R: int, device: torch.device) -> dict[str, torch.Tensor]:
     i64 = torch.int64
     rows = torch.arange(b, dtype=i64, device=device)
@@ -216,7 +236,7 @@ def _verify_constants(b: int, R: int, device: torch.device) -> dict[str, torch.T
     }
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _det_slots(K: int, m: int | None, device: torch.device) -> torch.Tensor:
     """The deterministic children's slots in slot order: every slot but the sample's m."""
     return torch.tensor([s for s in range(K) if s != m], dtype=torch.int64, device=device)
@@ -271,15 +291,20 @@ def _weights(
     static: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 2, w := p_v at the visited nodes c [n, 1] of requests ix [n] (rows ``at`` [n] of
-    the flattened logits), as (w [n, V], Z [n, 1]) with p_v = w / Z, in a workspace copy of
-    the logits and without a host sync. T_w: [n, 1] temperatures (1 at T = 0); shift: [n, 1]
-    +inf at T = 0, else 0. ``divide``: some T != 1; ``greedy``: some T = 0 (both True: any T);
-    ``static``: the target filters without a host sync."""
+    the flattened logits), as (w [n, V], Z [n, 1]) with p_v = w / Z, in a copy of the
+    logits (a reused workspace unless ``static``) and without a host sync. T_w: [n, 1]
+    temperatures (1 at T = 0); shift: [n, 1] +inf at T = 0, else 0. ``divide``: some
+    T != 1; ``greedy``: some T = 0 (both True: any T); ``static``: the target filters
+    without a host sync."""
     if not isinstance(target_logits, torch.Tensor):
         logits = target_logits(ix, c.squeeze(1))
+        T_w, shift = T_w.to(logits.dtype), shift.to(logits.dtype)
     elif target_logits.is_contiguous():  # index_select on rows is much faster than [ix, c]
         flat = target_logits.view(-1, target_logits.shape[-1])
-        logits = torch.index_select(flat, 0, at, out=_workspace.get("w", at.numel(), flat))
+        # static: a fresh tensor (a captured graph must not share a buffer that a later,
+        # larger call reallocates); else a reused workspace
+        buf = None if static else _workspace.get("w", at.numel(), flat)
+        logits = flat.index_select(0, at) if buf is None else torch.index_select(flat, 0, at, out=buf)
     else:
         logits = target_logits[ix, c.squeeze(1)]
     if params.target_filters.active:
@@ -296,15 +321,12 @@ def _weights(
     return logits, logits.sum(-1, keepdim=True)
 
 
-def _draw(w: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def _draw(w: torch.Tensor, u: torch.Tensor, out: torch.Tensor | None, static: bool) -> torch.Tensor:
     """``inverse_cdf`` on columns (docs/spec.md §7): the first entry of w [n, V] whose
-    cumulative mass exceeds u [n, 1] (u capped just below the total: the last entry with
-    mass where rounding leaves u at or above it; a row without mass: its last entry),
-    cumulative sums in ``out``. Returns [n, 1]."""
-    cum = torch.cumsum(w, -1, out=out)
-    total = cum[:, -1:]
-    idx = torch.searchsorted(cum, torch.minimum(u, torch.nextafter(total, scalar(0.0, w.dtype, w.device))), right=True)
-    return idx.masked_fill_(total <= 0, w.shape[1] - 1)
+    cumulative mass exceeds u [n, 1], cumulative sums in ``out`` (None: a fresh tensor);
+    ``static``: no host sync.
+    Returns [n, 1]."""
+    return inverse_cdf(w, u.squeeze(1), out=out, static=static).unsqueeze(1)
 
 
 def _stochastic(
@@ -327,15 +349,10 @@ def _stochastic(
     return acc, Z - taken.sum(1, keepdim=True)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache  # never evicted: a captured CUDA graph keeps these tensors' addresses
 def _strictly_before(n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """[n, n]: entry (i, j) is 1 where j < i (a row sums what comes before column i)."""
     return torch.ones((n, n), device=device, dtype=dtype).tril(-1)
-
-
-@functools.lru_cache(maxsize=64)
-def _slot_numbers(n: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(n, dtype=torch.int64, device=device)
 
 
 def _deterministic(
@@ -373,7 +390,7 @@ def _deterministic(
     hit = tried & (u_det.gather(1, coin) < wx / Zi)
     # the first accepted (the last slot where none is): a min, not an argmax (inductor's
     # vectorized int8 argmax over these few columns indexed out of range) nor a cumsum
-    slots = _slot_numbers(idx.shape[1], idx.device)
+    slots = positions(idx.shape[1], idx.device)
     first = torch.where(hit, slots, slots[-1]).amin(1, keepdim=True)
     Z = Z - total
     return hit.any(1, keepdim=True), idx.gather(1, first), tok.gather(1, first), torch.where(Z > 0, Z, rest)

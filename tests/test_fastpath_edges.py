@@ -621,3 +621,25 @@ def test_pools_walks_and_buffers_are_made_on_their_inputs_device():
     walk = Walk(meta(2, 5), meta(2), meta(2), meta(2, 3))
     assert {x.device.type for x in (walk.moved, walk.next, walk.token, walk.j)} == {"meta"}
     assert _workspace.get("edges-test", 2, meta(3, 5)).device.type == "meta"
+
+
+def test_a_callable_target_is_verified_in_its_own_dtype_not_the_draft_s():
+    """The verifier compares its coins and temperatures in the target logits' dtype: a
+    bfloat16 draft with float64 target logits gives the same outputs whether the logits come
+    as a tensor or from a callable that answers the visited nodes (the callable's dtype is
+    known only once it answers; casting to the draft's would temper at T = 0.69921875)."""
+    from rheo.testing import HashTableModel
+
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1)
+    b = 64
+    model = HashTableModel(200, b, seed=3, scale=3.0, draft_noise=0.5, dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    T = torch.tensor([0.7, 1.3, 0.0, 1.0] * (b // 4), dtype=torch.float64)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    tree = build_tree(lambda q: model.draft_logits(q).to(torch.bfloat16), cfg, T, u)
+    logits = model.target_logits(tree)
+    assert tree.verify_probs.dtype == torch.bfloat16 and logits.dtype == torch.float64
+    as_tensor = verify(tree, logits.clone(), T, cfg, u)
+    as_callable = verify(tree, lambda rows, nodes: logits[rows, nodes].clone(), T, cfg, u)
+    assert torch.equal(as_tensor.tokens, as_callable.tokens)
+    assert torch.equal(as_tensor.accepted, as_callable.accepted)

@@ -59,6 +59,9 @@ def test_inverse_cdf_skips_zero_mass_and_falls_back_to_the_last_token():
     u = torch.tensor([0.0, 0.49, 0.5, 1.0], dtype=torch.float64)  # 1.0 only reachable by rounding
     assert inverse_cdf(p, u).tolist() == [1, 1, 3, 3]
     assert rank_order([0.0, 0.5, 0.0, 0.5]) == [1, 3]
+    # the last entry *with mass*, even one too small to move the float sum (docs/spec.md §7)
+    tiny = torch.tensor([[1.0, 1e-20, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    assert inverse_cdf(tiny, torch.tensor([1.0, 0.5], dtype=torch.float64)).tolist() == [1, 2]
 
 
 # Designed rows (V = 5, dyadic, so every sum is exact): a top-p run of exactly p, min_p at exactly

@@ -24,25 +24,25 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_static_walk_equals_the_default_walk(case, dtype):
+def test_static_walk_equals_the_default_walk(case, dtype, seed):
     cfg = FastConfig(**case)
     b = 16
-    for seed in range(4):
-        model = HashTableModel(50, b, seed=seed, scale=3.0, draft_noise=0.5, dtype=dtype)
-        g = torch.Generator().manual_seed(seed)
-        T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)[torch.randperm(b, generator=g)]
-        if seed == 1:
-            T = torch.ones(b, dtype=torch.float64)  # the default walk's T = 1 shortcut
-        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
-        tree = build_tree(model.draft_logits, cfg, T, u)
-        logits = model.target_logits(tree)
-        want = verify(tree, logits.clone(), T, cfg, u)
-        got = verify(tree, logits.clone(), T, cfg, u, static=True)
-        assert torch.equal(got.tokens, want.tokens)
-        assert torch.equal(got.lengths, want.lengths)
-        assert torch.equal(got.accepted, want.accepted)
+    model = HashTableModel(50, b, seed=seed, scale=3.0, draft_noise=0.5, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)[torch.randperm(b, generator=g)]
+    if seed == 1:
+        T = torch.ones(b, dtype=torch.float64)  # the default walk's T = 1 shortcut
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    logits = model.target_logits(tree)
+    want = verify(tree, logits.clone(), T, cfg, u)
+    got = verify(tree, logits.clone(), T, cfg, u, static=True)
+    assert torch.equal(got.tokens, want.tokens)
+    assert torch.equal(got.lengths, want.lengths)
+    assert torch.equal(got.accepted, want.accepted)
 
 
 def test_static_walk_makes_no_host_sync():
@@ -82,25 +82,27 @@ TREE_FIELDS += ("attention_mask", "position_ids", "children", "prefixes", "retri
 TREE_FIELDS += ("sample_probs", "verify_probs")
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("case", CASES[:4] + [dict(K=4, depth=3, budget=8, m=1, tie_break="token")], ids=str)
-def test_static_build_equals_the_default_build_on_ties(case):
+def test_static_build_equals_the_default_build_on_ties(case, dtype, seed):
     """``build_tree(static=True)`` settles a tie at the draft_top_k boundary in every row
-    without a host sync; the tree is the default build's, field by field."""
+    without a host sync (float32: one topk on packed keys; float64: on the whole row); the
+    tree is the default build's, field by field."""
     from rheo.bench.ops import OpCounter
 
     cfg = FastConfig(**{"draft_top_k": 3, **case})
     b = 8
-    for seed in range(3):
-        model = HashTableModel(40, b, seed=seed, scale=2.0)
-        g = torch.Generator().manual_seed(seed)
-        T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
-        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
-        want = build_tree(_tie_heavy(model), cfg, T, u)
-        with OpCounter() as c:
-            got = build_tree(_tie_heavy(model), cfg, T, u, static=True)
-        assert c.syncs == 0, c.by_name
-        for name in TREE_FIELDS:
-            assert torch.equal(getattr(got, name), getattr(want, name)), name
+    model = HashTableModel(40, b, seed=seed, scale=2.0, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    want = build_tree(_tie_heavy(model), cfg, T, u)
+    with OpCounter() as c:
+        got = build_tree(_tie_heavy(model), cfg, T, u, static=True)
+    assert c.syncs == 0, c.by_name
+    for name in TREE_FIELDS:
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
@@ -128,6 +130,41 @@ def test_the_cycle_a_graph_captures_equals_the_default_cycle(case):
         assert torch.equal(result.lengths, want.lengths)
         T = T.flip(0)
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_tie_test_meets_a_tie_at_the_boundary(dtype):
+    """The tie test above is not vacuous: its rounded logits tie at the draft_top_k boundary."""
+    from rheo.fastpath import DraftQuery
+
+    model = HashTableModel(40, 8, seed=0, scale=2.0, dtype=dtype)
+    b = 8
+    q = DraftQuery(
+        0,
+        torch.full((b, 1), -1),
+        torch.zeros((b, 1, 0), dtype=torch.int64),
+        torch.full((b, 1), -1),
+        torch.full((b, 1), -1),
+        torch.ones((b, 1), dtype=torch.bool),
+    )
+    top = _tie_heavy(model)(q).sort(-1, descending=True).values[..., :4]
+    assert bool((top[..., 2] == top[..., 3]).any())  # the 3rd and 4th logits tie in some row
+
+
+def test_the_static_cycle_refuses_the_stepwise_verifiers_by_name():
+    """The wrong-on-purpose verifiers walk one step at a time with host syncs: static=True
+    and CycleGraph say so and name the settings, not a capture traceback."""
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(K=3, depth=2, budget=4, m=1).replace(verify="sample_last")
+    model = HashTableModel(20, 2, seed=0)
+    T = torch.ones(2, dtype=torch.float64)
+    u = Uniforms.random(2, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match='CycleGraph: static=True .* got verify="sample_last"'):
+        CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)
+    tree = build_tree(model.draft_logits, cfg, T, u)
+    with pytest.raises(ValueError, match='verify: static=True .* draft_law="sampled": use static=False'):
+        verify(tree, model.target_logits(tree), T, cfg, u, static=True)
 
 
 def test_cycle_graph_names_a_mode_it_cannot_run():
@@ -187,8 +224,9 @@ def test_a_compiled_cycle_equals_the_eager_cycle(case):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_a_captured_cycle_replays_the_eager_decisions_on_cuda():
     """On CUDA ``CycleGraph`` captures one ``torch.cuda.CUDAGraph``; each replay on new
-    temperatures and uniforms (copied into its buffers) equals the default eager cycle on
-    the same inputs, decision by decision."""
+    temperatures and uniforms (copied into its buffers), from the root the model's in-place
+    ``advance`` moved it to, equals the default eager cycle on the same inputs, decision by
+    decision, while a second graph at another batch size replays between them."""
     from rheo.fastpath.graph import CycleGraph
 
     cfg = FastConfig(K=10, depth=8, budget=60, m=1, draft_top_k=128)
@@ -199,11 +237,22 @@ def test_a_captured_cycle_replays_the_eager_decisions_on_cuda():
     u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)
     cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u)
     assert cycle.captured
+    # a second graph at a larger batch (its own model): the first one's buffers stay valid
+    big = HashTableModel(32000, 2 * b, seed=2, scale=6.0, draft_noise=0.3, device=dev)
+    T2 = T.repeat(2)
+    u2 = Uniforms.random(2 * b, cfg.K, cfg.B, cfg.depth, g, device=dev)
+    other = CycleGraph(big.draft_logits, big.target_logits, cfg, T2, u2)
     for _ in range(3):
+        context = model.context.clone()
         tree, result = cycle(T, u)
+        tree_tokens, out = tree.tokens.clone(), result.tokens.clone()  # the next replay overwrites them
+        accepted = result.accepted.clone()
+        other(T2, u2)
+        model.context.copy_(context)  # the eager cycle from the same root
         want_tree = build_tree(model.draft_logits, cfg, T, u)
         want = verify(want_tree, model.target_logits(want_tree), T, cfg, u)
-        assert torch.equal(tree.tokens, want_tree.tokens) and torch.equal(tree.parents, want_tree.parents)
-        assert torch.equal(result.tokens, want.tokens) and torch.equal(result.accepted, want.accepted)
+        assert torch.equal(tree_tokens, want_tree.tokens)
+        assert torch.equal(out, want.tokens) and torch.equal(accepted, want.accepted)
+        model.advance(want_tree, want)  # in place: the next replay starts from the new root
         T = T.flip(0).contiguous()
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g, device=dev)

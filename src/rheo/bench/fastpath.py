@@ -14,11 +14,19 @@ and the time spent answering forwards is measured and subtracted. Per batch size
 Runs alternate between the variants being compared (A B A B ...) and report medians; a
 cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs).
 
+The cycle without the host in the loop (``captured_cycles``, ``rheo.fastpath.graph``): a
+CUDA graph per batch size on CUDA, compiled whole by ``torch.compile`` at batch 1 (one
+thread) on a CPU, timed less its forwards run the same way; and ops per cycle at batch 1
+(``op_counts``, ATen ops and kernel launches) beside those of the code before (``OPS_BEFORE``).
+
 Targets (``TARGETS``, judged by ``rheo.bench.targets`` on the device the run used):
 ``rheo_over_topk <= 1.25`` and ``sparse_over_dense <= 0.25`` on CPU and CUDA;
 ``fast_over_naive_verify >= 10`` on CUDA, where the loop's every op is a kernel launch,
-and ``>= 0.8`` on a CPU, where both verifiers are bound by the same vocabulary-wide softmax
-(docs/fastpath.md). Every phase longer than about 5 s reports progress (``rheo.progress``).
+and ``>= 0.8`` on a CPU, where both verifiers are bound by the same vocabulary-wide softmax;
+``launches_compiled_over_before <= 0.1`` on a CPU (where the cycle is compiled and
+counted); on CUDA the captured cycle in at most 1 ms at batch 1 and 3 ms at batch 64 and
+``rheo_over_topk_captured <= 1.05`` (docs/fastpath.md). Every phase longer than about 5 s
+reports progress (``rheo.progress``).
 
 Specification: docs/spec.md §1-§4 (the algorithm timed), §7 (its uniforms).
 """
@@ -98,8 +106,8 @@ class _Runner:
 # depend on the device; the data-dependent branches follow the seed, on which the outputs
 # before and now (eager and compiled) are equal. Recorded 2026-12-05.
 OPS_BEFORE: dict[str, dict[str, int]] = {
-    "rheo": {"cycle": 2303, "cycle_kernels": 1673, "cycle_syncs": 94, "launches": 1870},
-    "topk": {"cycle": 1782, "cycle_kernels": 1325, "cycle_syncs": 49, "launches": 1522},
+    "rheo": {"cycle": 2303, "cycle_kernels": 1673, "cycle_syncs": 94, "launches": 1842},
+    "topk": {"cycle": 1782, "cycle_kernels": 1325, "cycle_syncs": 49, "launches": 1480},
 }
 BEFORE_COMMIT = "54c57f7"
 
@@ -159,57 +167,108 @@ def captured_cycles(
 ) -> dict[str, Any]:
     """The cycle without the host in the loop (``rheo.fastpath.graph.CycleGraph``): on CUDA
     captured as a CUDA graph and replayed (mode "graph"), elsewhere compiled whole by
-    ``torch.compile`` (mode "compile"), for Rheo and Top-K at one batch size. Per policy: the
-    median time of ``repeats`` cycles with the forwards' time subtracted as an eager static
-    cycle measures it (they run inside the graph), whether its outputs equal the default
-    eager cycle's, and with ``count`` its kernel launches (``count_launches``, forwards
-    included; inductor's kernels are made visible to the profiler while compiling)."""
+    ``torch.compile`` (mode "compile", on one torch thread: inductor's kernels, and so the
+    launch count, depend on the thread count), for Rheo and Top-K at one batch size. Per
+    policy: the median time of ``repeats`` cycles less the median time of the same cycle's
+    forwards alone, run the same way (on CUDA: the forwards captured in a graph of their own
+    and replayed, since a replay has no host time to measure them by); whether its outputs
+    equal the default eager cycle's; and with ``count`` its kernel launches
+    (``count_launches``, forwards included; inductor's kernels made visible to the profiler
+    while compiling)."""
     import torch._inductor.config as inductor_config
 
-    mode = "graph" if torch.device(device).type == "cuda" else "compile"
-    out: dict[str, Any] = {"mode": mode, "batch": batch}
-    for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
-        r = _Runner(vocab, batch, device)
-        u = r.uniforms(cfg, seed=batch)
-        want = r.cycle(cfg, u)[1]
-        r.model.context = r.context.clone()
-        fwd = []
-        for _ in range(max(1, repeats)):  # the forwards' time, as an eager static cycle spends it
-            r.model.context, r.model.forward_seconds = r.context.clone(), 0.0
-            tree = build_tree(r.model.draft_logits, cfg, r.T, u, static=True)
-            r.model.target_logits(tree)
-            fwd.append(r.model.forward_seconds)
-        r.model.context = r.context.clone()
-        t0 = time.perf_counter()
-        graph = CycleGraph(r.model.draft_logits, r.model.target_logits, cfg, r.T, u, mode=mode)
-        # compiled at the first call, its kernels made visible to the profiler and not taken
-        # from inductor's cache (where they may have been compiled without that)
-        saved = inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache
-        inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
-        try:
-            _, got = graph(r.T, u)
-        finally:
-            inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = saved
-        _sync(device)
-        row: dict[str, Any] = {"setup_s": time.perf_counter() - t0}
-        row["equals_eager"] = bool(torch.equal(got.tokens, want.tokens) and torch.equal(got.accepted, want.accepted))
-        times = []
-        for _ in range(max(repeats, 3)):
-            _sync(device)
-            t0 = time.perf_counter()
-            graph(r.T, u)
-            _sync(device)
-            times.append(time.perf_counter() - t0)
-        row["cycle_s"] = max(statistics.median(times) - statistics.median(fwd), 0.0)
-        row["forwards_s"] = statistics.median(fwd)
-        if count:
-            seen = count_launches(functools.partial(graph, r.T, u))
-            # no inductor kernel seen: the profiler missed them, and the count would be too low
-            row["launches"] = seen["launches"] if seen["fused"] or mode != "compile" else None
-            row["launch_top"] = seen["top"]
-        out[name] = row
-    out["rheo_over_topk"] = out["rheo"]["cycle_s"] / max(out["topk"]["cycle_s"], 1e-9)
+    cuda = torch.device(device).type == "cuda"
+    mode = "graph" if cuda else "compile"
+    out: dict[str, Any] = {"mode": mode, "batch": batch, "torch_threads": torch.get_num_threads() if cuda else 1}
+    threads = torch.get_num_threads()
+    if not cuda:
+        torch.set_num_threads(1)
+    try:
+        for name, cfg in (("rheo", params), ("topk", params.replace(policy="topk"))):
+            out[name] = _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config)
+    finally:
+        torch.set_num_threads(threads)
+    topk = out["topk"]["cycle_s"]
+    out["rheo_over_topk"] = out["rheo"]["cycle_s"] / topk if topk > 0 else None
     return out
+
+
+def _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config) -> dict[str, Any]:
+    """``captured_cycles`` for one policy."""
+    r = _Runner(vocab, batch, device)
+    u = r.uniforms(cfg, seed=batch)
+    want = r.cycle(cfg, u)[1]
+    # the forwards alone: the queries and tree of an eager static cycle, answered again
+    queries: list = []
+    r.model.context = r.context.clone()
+
+    def recording(query):
+        queries.append(query)
+        return r.model.draft_logits(query)
+
+    tree = build_tree(recording, cfg, r.T, u, static=True)
+
+    def forwards():
+        for q in queries:
+            r.model.draft_logits(q)
+        return r.model.target_logits(tree)
+
+    fwd = _replayed(forwards, device, mode)
+    r.model.context = r.context.clone()
+    t0 = time.perf_counter()
+    graph = CycleGraph(r.model.draft_logits, r.model.target_logits, cfg, r.T, u, mode=mode)
+    # compiled at the first call, its kernels made visible to the profiler and not taken
+    # from inductor's cache (where they may have been compiled without that)
+    saved = inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache
+    inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
+    try:
+        _, got = graph(r.T, u)
+    finally:
+        inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = saved
+    _sync(device)
+    row: dict[str, Any] = {"setup_s": time.perf_counter() - t0}
+    row["equals_eager"] = bool(torch.equal(got.tokens, want.tokens) and torch.equal(got.accepted, want.accepted))
+    times, fwd_times = [], []
+    for _ in range(max(repeats, 3)):  # the cycle and its forwards alone, alternating
+        fwd_times.append(_timed_call(fwd, device))
+        times.append(_timed_call(functools.partial(graph, r.T, u), device))
+    row["forwards_s"] = statistics.median(fwd_times)
+    row["cycle_with_forwards_s"] = statistics.median(times)
+    row["cycle_s"] = max(row["cycle_with_forwards_s"] - row["forwards_s"], 0.0)
+    if count:
+        seen = count_launches(functools.partial(graph, r.T, u))
+        # no inductor kernel seen: the profiler missed them, and the count would be too low
+        row["launches"] = seen["launches"] if seen["fused"] or mode != "compile" else None
+        row["launch_top"] = seen["top"]
+    return row
+
+
+def _replayed(fn: Callable[[], object], device: str, mode: str) -> Callable[[], object]:
+    """``fn`` run as the cycle runs: on CUDA (mode "graph") captured once and replayed."""
+    if mode != "graph":
+        return fn
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        kept = fn()  # its outputs live in the graph's pool
+
+    def replay() -> object:
+        g.replay()
+        return kept
+
+    return replay
+
+
+def _timed_call(fn: Callable[[], object], device: str) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
 
 
 def render_op_counts(ops: dict) -> list[str]:

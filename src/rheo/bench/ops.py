@@ -122,7 +122,10 @@ def op_breakdown(fn: Callable[[], object]) -> Counter[str]:
 
 
 # what the profiler shows that launches no kernel: allocations and metadata-only ops
-_NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_", "lift_fresh", "detach", "alias"})
+_NO_KERNEL = frozenset(
+    {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_", "set_", "lift_fresh"}
+    | {"detach", "alias", "_unsafe_view"}
+)
 
 
 def _launches_kernel(name: str) -> bool | None:
@@ -170,6 +173,8 @@ def count_launches(fn: Callable[[], object]) -> dict[str, Any]:
     an op whose schema may alias, ``to`` or ``reshape``, counts as what it calls).
     Unlike ``OpCounter`` this also sees a ``torch.compile``d function's kernels (a dispatch
     mode stops torch.compile), so eager and compiled code are counted the same way.
+    A launch here is one op that runs work: on CUDA a ``sort`` or ``topk`` may run more
+    than one kernel and still counts once, so this is a lower bound on the kernels there.
     Returns ``launches``, ``fused`` (inductor kernels among them) and the ``top`` ops."""
     from torch.profiler import ProfilerActivity, profile
 

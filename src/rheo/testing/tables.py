@@ -150,7 +150,7 @@ class HashTableModel(_TableBase):
         return out
 
     def advance(self, tree: DraftTree, result: VerifyResult) -> None:
-        self.context = _fold(self.context, result.tokens)
+        self.context.copy_(_fold(self.context, result.tokens))  # in place: a captured CUDA graph reads this tensor
 
     def logits_at(self, i: int, prefix: tuple[int, ...], side: str) -> torch.Tensor:  # -> [V]
         h = self.context[i : i + 1].cpu()
