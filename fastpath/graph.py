@@ -68,6 +68,22 @@ def static_cycle(
     return tree, verify(tree, target(tree), T, params, uniforms, static=True)
 
 
+def capture(fn: Callable[[], Any], warmup: int = 2) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """``fn`` (CUDA work, no host sync) captured as one ``torch.cuda.CUDAGraph`` after
+    ``warmup`` eager runs on a side stream (caches, workspaces and constants are made outside
+    the graph). Returns the graph and fn's outputs, which each ``replay()`` overwrites."""
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(1, warmup)):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 def _uniform_tensors(u: Uniforms) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     return u.u_draw, u.u_sample, u.u_det, u.u_final
 
@@ -108,6 +124,7 @@ class CycleGraph:
         self.T = T.clone()  # the input buffers every mode runs on
         self.uniforms = Uniforms(*(x.clone() for x in _uniform_tensors(uniforms)))
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.out: tuple[DraftTree, VerifyResult] | None = None
         self._compiled: Callable[..., Any] | None = None
         self._compiled_once = False
         if mode == "compile":
@@ -115,15 +132,7 @@ class CycleGraph:
                 self._flat, fullgraph=True, dynamic=False, mode="reduce-overhead" if cuda else None
             )
         elif mode == "graph":
-            side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(max(1, warmup)):
-                    static_cycle(draft, target, params, self.T, self.uniforms)
-            torch.cuda.current_stream().wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = static_cycle(draft, target, params, self.T, self.uniforms)
+            self.graph, self.out = capture(lambda: static_cycle(draft, target, params, self.T, self.uniforms), warmup)
 
     @property
     def captured(self) -> bool:
@@ -143,7 +152,7 @@ class CycleGraph:
         self.T.copy_(T)
         for mine, given in zip(_uniform_tensors(self.uniforms), _uniform_tensors(uniforms)):
             mine.copy_(given)
-        if self.graph is not None:
+        if self.graph is not None and self.out is not None:
             self.graph.replay()
             return self.out
         if self._compiled is not None:

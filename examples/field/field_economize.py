@@ -137,6 +137,26 @@ class TypicalVerify(_Economize):
         return drafts[:accepted] + [int(following)]
 
 
+def _verify_in_order(verifier, selector, tokens, parents, order, target_logits, probs=None):
+    """``verifier.verify_tree`` on the gate's tree with its nodes listed in ``order`` (a list of
+    the gate's node indices; parents before children), target rows and node indices mapped both
+    ways; probs: [1, n, V] each listed node's draft law (None: greedy). Returns the gate's answer."""
+    count = len(order)
+    new_of = {old: new for new, old in enumerate(order)}
+    draft = Draft(
+        torch.tensor([[tokens[old] for old in order]], dtype=torch.long).view(1, count),
+        [count],
+        parents=torch.tensor(
+            [[-1 if parents[old] == -1 else new_of[parents[old]] for old in order]], dtype=torch.long
+        ).view(1, count),
+        **({} if probs is None else {"probs": probs}),
+    )
+    logits = torch.as_tensor(target_logits, dtype=torch.float32)[[0] + [old + 1 for old in order]][None]
+    paths, following = verifier.verify_tree(logits, draft, selector)
+    accepted = [order[new] for new in paths[0]]
+    return {"tokens": [tokens[i] for i in accepted] + [int(following[0])], "accepted": accepted}
+
+
 class RejectionVerifyTree:
     """RejectionVerifier.verify_tree (recursive rejection sampling, SpecInfer) on the gate's trees.
 
@@ -170,30 +190,15 @@ class RejectionVerifyTree:
             return tuple(reversed(path))
 
         order = sorted(range(count), key=lambda i: (len(slot_path(i)), slot_path(i)))
-        new_of = {old: new for new, old in enumerate(order)}
         sample_probs = torch.as_tensor(tree["sample_probs"], dtype=torch.float32) if count else None
-        vocab = int(config["vocab_size"])
-        probs = torch.zeros(1, count, vocab)
+        probs = torch.zeros(1, count, int(config["vocab_size"]))
         for new, old in enumerate(order):
             if kinds[old] == 1:
                 probs[0, new] = sample_probs[old]
             else:
                 probs[0, new, tokens[old]] = 1.0
-        draft = Draft(
-            torch.tensor([[tokens[old] for old in order]], dtype=torch.long).view(1, count),
-            [count],
-            parents=torch.tensor(
-                [[-1 if parents[old] == -1 else new_of[parents[old]] for old in order]], dtype=torch.long
-            ).view(1, count),
-            probs=probs,
-        )
-        logits = torch.as_tensor(target_logits, dtype=torch.float32)
-        rows = [0] + [old + 1 for old in order]
-        logits = logits[rows][None]
         verifier = RejectionVerifier(DecodeConfig(verifier="rejection"))
-        paths, following = verifier.verify_tree(logits, draft, _selector(config, temperature))
-        accepted = [order[new] for new in paths[0]]
-        return {"tokens": [tokens[i] for i in accepted] + [int(following[0])], "accepted": accepted}
+        return _verify_in_order(verifier, _selector(config, temperature), tokens, parents, order, target_logits, probs)
 
 
 class GreedyVerifyTree:
@@ -217,16 +222,5 @@ class GreedyVerifyTree:
             return depth[i]
 
         order = sorted(range(count), key=level)  # topological, as economize's Draft asks
-        new_of = {old: new for new, old in enumerate(order)}
-        draft = Draft(
-            torch.tensor([[tokens[old] for old in order]], dtype=torch.long).view(1, count),
-            [count],
-            parents=torch.tensor(
-                [[-1 if parents[old] == -1 else new_of[parents[old]] for old in order]], dtype=torch.long
-            ).view(1, count),
-        )
-        logits = torch.as_tensor(target_logits, dtype=torch.float32)[[0] + [old + 1 for old in order]][None]
         verifier = GreedyVerifier(DecodeConfig(verifier="greedy"))
-        paths, following = verifier.verify_tree(logits, draft, GreedySelector())
-        accepted = [order[new] for new in paths[0]]
-        return {"tokens": [tokens[i] for i in accepted] + [int(following[0])], "accepted": accepted}
+        return _verify_in_order(verifier, GreedySelector(), tokens, parents, order, target_logits)

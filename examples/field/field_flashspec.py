@@ -53,6 +53,21 @@ def _target_logprobs(target_logits, ids, temperature, length):
     return torch.log_softmax(logits, -1).view(rows, length + 1, -1)
 
 
+def _with_bonus(accepted, first, bonus_logprobs, length):
+    """Each row's accepted tokens (-1 padded), then the engine's bonus token, drawn from the
+    target's law after the last draft position (bonus_logprobs [rows, V]), where the row
+    accepted all ``length`` drafts (``first``: the first rejected position)."""
+    probs = bonus_logprobs.exp()
+    bonus = torch.multinomial(probs / probs.sum(-1, keepdim=True).clamp(min=1e-9), 1)[:, 0]
+    out = []
+    for r in range(accepted.shape[0]):
+        row = [int(t) for t in accepted[r] if int(t) != -1]
+        if int(first[r]) == length:
+            row.append(int(bonus[r]))
+        out.append(row)
+    return out
+
+
 class _Chain:
     follows_uniforms = False
     exact_tolerance = 1e-6  # flashspec works in float32
@@ -89,15 +104,7 @@ class RejectionSample(_Chain):
         ids, dlp, length = _draft_chains(draft_logits, config, temperature, rows)
         tlp = _target_logprobs(target_logits, ids, temperature, length).float()
         accepted, first, _ = fs_rejection.rejection_sample(ids, dlp.float(), tlp[:, :length], ids, gamma=length)
-        probs = tlp[:, length].exp()
-        bonus = torch.multinomial(probs / probs.sum(-1, keepdim=True).clamp(min=1e-9), 1)[:, 0]
-        out = []
-        for r in range(rows):
-            row = [int(t) for t in accepted[r] if int(t) != -1]
-            if int(first[r]) == length:
-                row.append(int(bonus[r]))
-            out.append(row)
-        return out
+        return _with_bonus(accepted, first, tlp[:, length], length)
 
 
 class RejectionStepOnehot(_Chain):
@@ -212,15 +219,7 @@ class TypicalSample(_Chain):
         accepted, first, _ = fs_typical.typical_sample(
             dlp.float(), tlp[:, :length], ids, gamma=length, typical_p=self.typical_p
         )
-        probs = tlp[:, length].exp()
-        bonus = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1)[:, 0]
-        out = []
-        for r in range(rows):
-            row = [int(t) for t in accepted[r] if int(t) != -1]
-            if int(first[r]) == length:
-                row.append(int(bonus[r]))
-            out.append(row)
-        return out
+        return _with_bonus(accepted, first, tlp[:, length], length)
 
 
 class GreedyStep:

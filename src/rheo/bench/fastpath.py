@@ -46,7 +46,7 @@ from rheo.bench.ops import OpCounter, count_launches
 from rheo.bench.targets import FASTPATH, judge, summary
 from rheo.fastpath import PAPER_TREE, Params, Uniforms, build_tree, verify
 from rheo.fastpath.expand_dense import expand_dense
-from rheo.fastpath.graph import CycleGraph
+from rheo.fastpath.graph import CycleGraph, capture
 from rheo.fastpath.verify_naive import verify_naive
 from rheo.progress import Meter
 from rheo.testing import HashTableModel
@@ -247,17 +247,10 @@ def _replayed(fn: Callable[[], object], device: str, mode: str) -> Callable[[], 
     """``fn`` run as the cycle runs: on CUDA (mode "graph") captured once and replayed."""
     if mode != "graph":
         return fn
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # warm-up outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        kept = fn()  # its outputs live in the graph's pool
+    graph, kept = capture(fn, warmup=1)  # its outputs live in the graph's pool
 
     def replay() -> object:
-        g.replay()
+        graph.replay()
         return kept
 
     return replay
