@@ -1,5 +1,6 @@
 """The theorem suite: Hypothesis properties named after the paper's results.
 
 Instances come from ``rheo.checks.cases.strategies`` and are capped by the joint draws they imply
-(``rheo.checks.cases.profiles.joint_draw_cap``); ``-m deep`` runs the long versions.
+(``rheo.checks.cases.profiles.joint_draw_cap``); ``-m extended`` runs the long versions (CI runs
+them after the default suite).
 """

@@ -56,7 +56,7 @@ def test_naive_and_class_enumerators_agree_in_float64(case):
     assert all(abs(fast.law[o] - naive.law[o]) <= 1e-12 for o in naive.law)
 
 
-@pytest.mark.deep
+@pytest.mark.extended
 @settings(max_examples=1000)
 @given(cases(cap=20000))
 def test_naive_and_class_enumerators_agree_deep(case):

@@ -28,7 +28,7 @@ def test_theorem1_lossless_m0_with_positive_epsilon(case):
     assert r.deviation.value == 0, f"{describe(case)}: deviation {r.deviation}"
 
 
-@pytest.mark.deep
+@pytest.mark.extended
 @settings(max_examples=3000)
 @given(cases(cap=60000, max_vocab=5, max_depth=4, filters=True))
 def test_theorem1_deep(case):

@@ -7,7 +7,8 @@ The family's cases, counted from what tests/test_fastpath_statistical.py registe
 - calibration: quiet on the correct fastpath (one case);
 - continued law = p_T on the corrected corpus cases (``CORRECTED``);
 - V = 32000: the first token, and the second given each of the ``LARGE_SECOND`` most
-  frequent first tokens.
+  frequent first tokens, once at the default suite's size and once at the ``extended``
+  step's (both run in CI).
 """
 
 from rheo.checks.statistics.sampling import quiet_cases
@@ -17,7 +18,9 @@ from .devices import DEVICES
 FAMILY_ALPHA = 1e-6
 CORRECTED = (("paper-abc-constant-proxy", {"proxy": "rheo"}), ("control-sample_last", {"verify": "rheo"}))
 LARGE_SECOND = 3
-FAMILY_CASES = len(quiet_cases()) * len(DEVICES) + 1 + len(CORRECTED) + (1 + LARGE_SECOND)
+FAMILY_CASES = len(quiet_cases()) * len(DEVICES) + 1 + len(CORRECTED) + 2 * (1 + LARGE_SECOND)
 CASE_ALPHA = FAMILY_ALPHA / FAMILY_CASES
 CI_CYCLES = 200_000  # cycles per small-vocabulary case
-LARGE_CYCLES = 100_000  # cycles of the V = 32000 test (10x under the deep marker)
+# cycles of the V = 32000 test: the default suite, the extended step CI runs after it (-m extended)
+# and the deep marker
+LARGE_CYCLES = {"default": 30_000, "extended": 100_000, "deep": 1_000_000}

@@ -81,7 +81,10 @@ def test_each_example_bug_is_caught_by_the_gate(bug, needle, tmp_path):
 
 
 def test_the_plugin_fixture_raises_with_the_counterexample(rheo_checker):
+    """Every check runs (at the smoke sizes, as above); the failing one's counterexample
+    path is in the AssertionError."""
     rheo_checker.cycles = 1000
+    rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
     with pytest.raises(AssertionError, match="counterexample: .*decision-equality.json"):
         rheo_checker.check(ReusedUniform())
 
@@ -512,7 +515,9 @@ def test_counterexample_files_are_named_by_implementation(tmp_path):
     files = {}
     for bug in ("TokenTieBreak", "ReusedUniform"):
         impl = load_implementation(f"examples.buggy_impl:{bug}")
-        dec = run_checks(impl_checks(impl), profile, tmp_path)[0]
+        checks = impl_checks(impl)
+        assert checks[0].name.startswith("impl: decision equality"), checks[0].name
+        (dec,) = run_checks(checks[:1], profile, tmp_path)  # the check that writes the file; the rest take minutes
         assert dec.verdict == "fail"
         files[bug] = dec.counterexample
     assert files["TokenTieBreak"].endswith("examples-buggy-impl-tokentiebreak-decision-equality.json")

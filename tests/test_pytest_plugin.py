@@ -24,7 +24,7 @@ def test_the_documented_is_caught_test_passes():
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
 
 
-@pytest.mark.deep
+@pytest.mark.extended
 def test_the_whole_documented_example_passes():
     r = _pytest()
     assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr

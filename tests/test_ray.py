@@ -63,20 +63,20 @@ def test_the_pieces_run_in_ray_workers(on_ray):
 
 def test_merged_verdicts_are_the_serial_run_s(on_ray, monkeypatch):
     """The exact matrix, exact certification of an implementation and its output law
-    (several shards per case: 12,000 cycles in shards of 5,000)."""
-    monkeypatch.setattr(parallel, "SHARD_CYCLES", 5_000)
+    (several shards per case: 5,000 cycles in shards of 2,000)."""
+    monkeypatch.setattr(parallel, "SHARD_CYCLES", 2_000)
     smoke = PROFILES["smoke"]
     impl = load_implementation("examples.loop_impl:LoopImplementation")
     runs = {
         "exact matrix": lambda: exact_matrix_check("topk").run(smoke, None),
         "exact certification": lambda: check_exact(impl, impl_matrix("smoke")[:6]),
-        "output law": lambda: check_output_law(impl, 12_000, level="smoke"),
+        "output law": lambda: check_output_law(impl, 5_000, level="smoke"),
     }
     for name, run in runs.items():
         serial, distributed = _both(on_ray, run)
         assert serial.verdict == distributed.verdict == "pass", (name, distributed.detail)
         assert _without_times(serial.data) == _without_times(distributed.data), name
-    assert serial.data["cycles"] == 12_000 and parallel.shards(12_000, parallel.SHARD_CYCLES) == [5_000, 5_000, 2_000]
+    assert serial.data["cycles"] == 5_000 and parallel.shards(5_000, parallel.SHARD_CYCLES) == [2_000, 2_000, 1_000]
 
 
 def test_batched_shards_are_the_serial_run_s(on_ray):

@@ -1,7 +1,7 @@
 """The without-replacement corpus (examples/without_replacement.py, docs/gate.md "Races over
 uniforms"): every lossless design certified exactly (never skipped) on 8 small cases, zeros
 and ties among them; every planted bug caught by exact certification itself on its smallest
-case, the counterexample's witness replaying to the same verdict; under ``-m deep`` each
+case, the counterexample's witness replaying to the same verdict; under ``-m extended`` each
 verdict confirmed by a seeded statistical run of its own (chi-square, 10^5 cycles)."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ DESIGNED = {
 }
 
 
-@pytest.mark.deep
+@pytest.mark.extended
 @pytest.mark.parametrize("name", LOSSLESS + sorted(BUGS))
 def test_each_verdict_is_confirmed_by_sampling(name):
     """10^5 seeded cycles of each example on its deciding case (a lossless design's first

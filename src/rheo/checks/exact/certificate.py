@@ -40,6 +40,7 @@ class Certificate:
     law: dict[tuple[int, ...], float] = field(default_factory=dict)
     draws: str = "symbolic"  # how the implementation's draws were followed: "symbolic" or "concrete" (a kernel, ...)
     witness: dict | None = None  # what the law was computed from (rheo.checks.witness replays it), when certified
+    schedule_changed: bool = False  # "unsupported" because the draws changed with the values drawn
 
     @property
     def name(self) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 
 from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, WITNESS_FORMAT, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
+from rheo.checks.exact.random_values import ScheduleChanged
 from rheo.checks.exact.tracer import (
     METHODS,
     RunCap,
@@ -394,7 +395,7 @@ def _concrete(
             call, rows, counter.cap - counter.runs, PROBES, int(rng.integers(2**31)), witness=shown
         )
     except Unsupported as e:
-        raise Unsupported(f"{e} (the symbolic tracer stopped first: {symbolic})") from None
+        raise type(e)(f"{e} (the symbolic tracer stopped first: {symbolic})") from None  # ScheduleChanged stays one
     counter.runs += runs
     return leaves, bits, shown
 
@@ -490,6 +491,7 @@ def certify_implementation(
         return cert
     except Unsupported as e:
         cert.verdict, cert.detail = "unsupported", str(e)
+        cert.schedule_changed = isinstance(e, ScheduleChanged)
         cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
         return cert
     except BadOutput as e:

@@ -19,7 +19,6 @@ from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
 from rheo.checks.exact.certificate import MAX_RUNS, Certificate
 from rheo.checks.exact.certify import certify_implementation
-from rheo.checks.exact.random_values import SCHEDULE_NEEDED
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, case_params, law_instance
@@ -112,7 +111,7 @@ def exact_case(ref: Implementation | str, case: dict, max_runs: int, deadline: f
     if _SCHEDULE_REFUSED:
         return Certificate(case, "not reached", f"not started: {_SCHEDULE_REFUSED[0]}")
     cert = certify_implementation(implementation_of(ref), case, max_runs)
-    if cert.verdict == "unsupported" and SCHEDULE_NEEDED in (cert.detail or ""):
+    if cert.schedule_changed:
         _SCHEDULE_REFUSED.append(f"on {cert.name} the number of draws changed with the values drawn")
     return cert
 

@@ -50,7 +50,7 @@ import torch
 
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
 from rheo.checks.exact.concrete_race import Assign, Node, Part, RaceSplits, RaceView, _h, _one_low, _plain, _same
-from rheo.checks.exact.random_values import SCHEDULE_NEEDED, Unsupported
+from rheo.checks.exact.random_values import SCHEDULE_NEEDED, ScheduleChanged, Unsupported
 from rheo.checks.exact.tracer import RunCap
 
 # ---- the enumeration ----
@@ -480,7 +480,7 @@ def concrete_law(
         with mode:
             out = call()
         if mode.n != len(layout.draws):
-            raise Unsupported(
+            raise ScheduleChanged(
                 f"the number of draws changes with the values drawn ({mode.n} on one run, {len(layout.draws)} before): "
                 f"{SCHEDULE_NEEDED}"
             )

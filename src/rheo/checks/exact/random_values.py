@@ -37,6 +37,11 @@ class Unsupported(Exception):
     """The implementation uses its randomness in a way this check cannot follow exactly."""
 
 
+class ScheduleChanged(Unsupported):
+    """The number of draws changed with the values drawn (``SCHEDULE_NEEDED``): every case of
+    the same implementation would be refused the same way after its own search."""
+
+
 class _Branch(Exception):
     def __init__(self, options: tuple[tuple[int, str], ...]) -> None:
         self.options = options
