@@ -59,5 +59,5 @@ def test_naive_and_class_enumerators_agree_in_float64(case):
 @pytest.mark.extended
 @settings(max_examples=1000)
 @given(cases(cap=20000))
-def test_naive_and_class_enumerators_agree_deep(case):
+def test_naive_and_class_enumerators_agree_up_to_20000_joint_draws(case):
     check(case)

@@ -31,5 +31,5 @@ def test_theorem1_lossless_m0_with_positive_epsilon(case):
 @pytest.mark.extended
 @settings(max_examples=3000)
 @given(cases(cap=60000, max_vocab=5, max_depth=4, filters=True))
-def test_theorem1_deep(case):
+def test_theorem1_lossless_to_depth_4_with_filters(case):
     assert report(case).deviation.value == 0

@@ -8,7 +8,9 @@ The family's cases, counted from what tests/test_fastpath_statistical.py registe
 - continued law = p_T on the corrected corpus cases (``CORRECTED``);
 - V = 32000: the first token, and the second given each of the ``LARGE_SECOND`` most
   frequent first tokens, once at the default suite's size and once at the ``extended``
-  step's (both run in CI).
+  step's (both run in CI);
+- the lossless without-replacement designs confirmed by sampling
+  (tests/test_without_replacement.py, ``extended``): ``SAMPLED_DESIGNS`` cases.
 """
 
 from rheo.checks.statistics.sampling import quiet_cases
@@ -18,7 +20,8 @@ from .devices import DEVICES
 FAMILY_ALPHA = 1e-6
 CORRECTED = (("paper-abc-constant-proxy", {"proxy": "rheo"}), ("control-sample_last", {"verify": "rheo"}))
 LARGE_SECOND = 3
-FAMILY_CASES = len(quiet_cases()) * len(DEVICES) + 1 + len(CORRECTED) + 2 * (1 + LARGE_SECOND)
+SAMPLED_DESIGNS = 5
+FAMILY_CASES = len(quiet_cases()) * len(DEVICES) + 1 + len(CORRECTED) + 2 * (1 + LARGE_SECOND) + SAMPLED_DESIGNS
 CASE_ALPHA = FAMILY_ALPHA / FAMILY_CASES
 CI_CYCLES = 200_000  # cycles per small-vocabulary case
 # cycles of the V = 32000 test: the default suite, the extended step CI runs after it (-m extended)

@@ -81,8 +81,8 @@ def test_each_example_bug_is_caught_by_the_gate(bug, needle, tmp_path):
 
 
 def test_the_plugin_fixture_raises_with_the_counterexample(rheo_checker):
-    """Every check runs (at the smoke sizes, as above); the failing one's counterexample
-    path is in the AssertionError."""
+    """``check`` runs every check (at the smoke sizes, as above) and raises; the message
+    names decision equality's counterexample file."""
     rheo_checker.cycles = 1000
     rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
     with pytest.raises(AssertionError, match="counterexample: .*decision-equality.json"):

@@ -170,6 +170,8 @@ class ConcreteLaw(RaceSplits):
         for how in ("log", "log1p"):
             try:
                 return self._split_race(RaceView(row, how), point)
+            except ScheduleChanged:  # not a question of how the row is read: every reading meets it
+                raise
             except Unsupported as e:
                 first = first or e
         assert first is not None

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rheo.checks.exact.random_values import MANTISSA_BITS, Unsupported, call_site
+from rheo.checks.exact.random_values import MANTISSA_BITS, SCHEDULE_NEEDED, ScheduleChanged, Unsupported, call_site
 
 MAX_OPTIONS = 64  # a randint over more values is not enumerated
 DELTA = 1e-30  # the exponential that makes a race's token win (score w / DELTA)
@@ -130,10 +130,9 @@ class ConcreteMode(TorchFunctionMode):
             if (d.kind, d.shape, d.what) != (kind, shape, what):
                 if self.rows > 1:
                     raise NotRowwise(what)
-                raise Unsupported(
+                raise ScheduleChanged(
                     f"{what} at {call_site()}: the draws change with the values drawn before (draw {self.n} was "
-                    f"{d.what} of shape {list(d.shape)}, now {what} of shape {list(shape)}); exact certification "
-                    "needs the same draws on every run"
+                    f"{d.what} of shape {list(d.shape)}, now {what} of shape {list(shape)}): {SCHEDULE_NEEDED}"
                 )
         else:
             if self.rows > 1:
