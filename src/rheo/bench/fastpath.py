@@ -12,7 +12,8 @@ and the time spent answering forwards is measured and subtracted. Per batch size
   on the same tree, logits and uniforms (their outputs are checked equal).
 
 Runs alternate between the variants being compared (A B A B ...) and report medians; a
-cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs).
+cycle variant runs at least ``MIN_SECONDS`` in total (at least ``repeats``, at most 50 runs),
+and the dense tree build too (at least ``repeats // 2``, at most 20 builds of each kind).
 
 The cycle without the host in the loop (``captured_cycles``, ``rheo.fastpath.graph``): a
 CUDA graph per batch size on CUDA, compiled whole by ``torch.compile`` at batch 1 (one
@@ -377,6 +378,9 @@ def bench_fastpath(
             meter.advance()
         method = min(methods, key=lambda k: dense[k])
         fn = functools.partial(expand_dense, method=method)
+        # small batches: more pairs, as for the cycles (one pair at batch 1 let one slow build decide)
+        builds = min(20, max(builds, math.ceil(MIN_SECONDS / max(dense[method], 1e-6))))
+        meter.total = len(methods) + 2 * builds
         t_sparse, t_dense = [], []
         for _ in range(builds):
             t_sparse.append(r.build(cfg, u)[0])
