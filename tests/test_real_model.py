@@ -218,6 +218,7 @@ def test_bench_tau_cli_smoke():
     assert bad.returncode == 2 and "--prompts" in bad.stderr
 
 
+@pytest.mark.extended  # 100 s in CI's default run; the command's smoke test above stays there
 def test_bench_tau_full_plan_slice_with_the_sweep():
     """The full plan's shape on a one-prompt slice: five policies at T = 1 and the sweep
     T in {0, 0.5, 1} for Top-K, m=0, m=1, each non-Top-K row with its paired ratio."""

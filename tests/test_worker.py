@@ -101,16 +101,28 @@ def test_bad_flags_are_refused_before_any_check_runs(flags, needle, capsys, monk
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_progress_from_inside_a_check_reaches_the_gate_through_the_worker(tmp_path, capsys):
-    """A check that runs longer than 5 s in the worker reports its progress on the gate's
-    stderr (fraction, rate, time left); before, the worker dropped it and the gate was
-    silent. stdout stays one JSON object."""
+def test_progress_from_inside_a_check_reaches_the_gate_through_the_worker(tmp_path, capsys, monkeypatch):
+    """A check that runs longer than the quiet period in the worker reports its progress on
+    the gate's stderr (fraction, rate, time left); before, the worker dropped it and the
+    gate was silent. stdout stays one JSON object. The quiet period is 1 s here
+    (RHEO_PROGRESS_AFTER, inherited by the worker), so each case's 6,000 cycles outlast it."""
     from rheo.cli import main
 
+    monkeypatch.setenv("RHEO_PROGRESS_AFTER", "1")
     argv = ["gate", "--impl", "examples.loop_impl:LoopImplementation", "--only", "output law ("]
-    code = main([*argv, "--profile", "smoke", "--cycles", "25000", "--out", str(tmp_path), "--json"])
+    code = main([*argv, "--profile", "smoke", "--cycles", "6000", "--out", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
     assert code == 0 and json.loads(out)["passed"]
     lines = [line for line in err.splitlines() if "cycles (" in line]
     assert lines and all(line.startswith("  output law, ") and "cycles/s" in line for line in lines), err
     assert any("left" in line for line in lines), err
+
+
+def test_a_bad_progress_setting_is_refused_before_any_work(capsys, monkeypatch):
+    from rheo.cli import main
+
+    monkeypatch.setenv("RHEO_PROGRESS_AFTER", "-1")
+    code = main(["exact", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and json.loads(out)["error"].startswith("RHEO_PROGRESS_AFTER: expected seconds >= 0"), out
+    assert len(err.strip().splitlines()) == 1, err

@@ -23,6 +23,10 @@ is injectable, so the worked example runs without sleeping:
   output law, case 3/6: 1,000,000/1,000,000 cycles (100%), 13,500 cycles/s, about 0 s left
   output law, case 3/6: done, 1,000,000 cycles in 74 s (13,500 cycles/s)
 
+The quiet period defaults to 5 s; the environment variable ``RHEO_PROGRESS_AFTER`` (seconds,
+e.g. 0 for a line from the first update on) sets it for every meter of a run, the gate's
+worker processes included (``quiet_after``).
+
 ``PhaseMeters`` turns the heartbeat of ``rheo.reference``'s ``Deadline`` into one Meter per
 phase the reference names (reading, enumerating, verifying, the deviation search).
 
@@ -33,11 +37,35 @@ its attributes), so every room may use it.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 Report = Callable[[str], object] | None
+
+QUIET_FOR = 5.0  # seconds of work before the first line, unless RHEO_PROGRESS_AFTER says otherwise
+
+
+def quiet_after() -> float:
+    """The quiet period before a meter's first line: ``RHEO_PROGRESS_AFTER`` (seconds, >= 0)
+    or 5. A value that is no such number is refused with its name and the fix.
+
+    >>> os.environ["RHEO_PROGRESS_AFTER"] = "0.5"; quiet_after()
+    0.5
+    >>> del os.environ["RHEO_PROGRESS_AFTER"]; quiet_after()
+    5.0
+    """
+    text = os.environ.get("RHEO_PROGRESS_AFTER")
+    if text is None:
+        return QUIET_FOR
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"RHEO_PROGRESS_AFTER: expected seconds >= 0 (e.g. 0 or 2.5), got {text!r}; unset it for 5")
+    return value
 
 
 def count_text(x: float) -> str:
@@ -114,7 +142,8 @@ class Meter:
     """Progress of one piece of work: ``what`` (e.g. "output law, case 3/6") with ``total``
     ``unit``s to do (None: not known).
 
-    ``report(line)`` is called only after ``quiet_for`` seconds have passed since the
+    ``report(line)`` is called only after ``quiet_for`` seconds (default ``quiet_after()``)
+    have passed since the
     work began (``start``, by default when the Meter was made), and then at most once
     every ``every`` seconds, from ``update``; ``close`` adds a closing line if any was
     reported. ``bound``: ``total`` is an upper bound, so the fraction is a lower bound and
@@ -129,14 +158,15 @@ class Meter:
         report: Report,
         *,
         unit: str = "",
-        quiet_for: float = 5.0,
+        quiet_for: float | None = None,
         every: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         start: float | None = None,
         bound: bool = False,
     ) -> None:
         self.what, self.total, self.report, self.unit = what, total, report, unit
-        self.quiet_for, self.every, self.clock, self.bound = quiet_for, every, clock, bound
+        self.quiet_for = quiet_after() if quiet_for is None else quiet_for
+        self.every, self.clock, self.bound = every, clock, bound
         self.start = clock() if start is None else start
         self.done: float = 0
         self.fraction: float | None = None
@@ -241,7 +271,7 @@ class PhaseMeters:
         report: Report,
         *,
         prefix: str = "",
-        quiet_for: float = 5.0,
+        quiet_for: float | None = None,
         every: float = 1.0,
         bounds: frozenset[str] | set[str] = frozenset(),
         clock: Callable[[], float] = time.perf_counter,

@@ -18,8 +18,9 @@ import sys
 
 from rheo import __version__
 from rheo.cli import bench, exact, gate, model
-from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, errors_as_json
+from rheo.cli.common import FORMATTER, Parser, add_json_flag, emit, errors_as_json, fail
 from rheo.cli.exact import CASE_FORMAT
+from rheo.progress import quiet_after
 
 MAIN_HELP = f"""\
 rheo: exact certification of RheoSampling speculative decoding.
@@ -42,6 +43,8 @@ commands:
                              (the real-model commands need the hf extra: docs/real-model.md)
 
 every command takes --json (one JSON object on stdout instead of the table).
+work longer than about 5 s reports progress on stderr (RHEO_PROGRESS_AFTER=SECONDS: sooner
+or later, e.g. 0 for a line from the start).
 
 {CASE_FORMAT}
 example:
@@ -77,6 +80,10 @@ def _main(argv=None) -> int:
     # --json may stand before or after the command name
     args.json = getattr(args, "json", False) or args.json_top or getattr(args, "json_bench", False)
     errors_as_json(args.json)
+    try:
+        quiet_after()  # RHEO_PROGRESS_AFTER, read by every progress meter: refused here, not mid-run
+    except ValueError as e:
+        return fail(str(e))
     if args.command == "exact":
         return exact.cmd_exact(args)
     if args.command == "bench":
