@@ -123,8 +123,8 @@ class CycleGraph:
         self.draft, self.target, self.params, self.mode, self.b = draft, target, params, mode, b
         self.T = T.clone()  # the input buffers every mode runs on
         self.uniforms = Uniforms(*(x.clone() for x in _uniform_tensors(uniforms)))
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.out: tuple[DraftTree, VerifyResult] | None = None
+        # mode "graph": the captured graph and the outputs each replay overwrites
+        self._graph: tuple[torch.cuda.CUDAGraph, tuple[DraftTree, VerifyResult]] | None = None
         self._compiled: Callable[..., Any] | None = None
         self._compiled_once = False
         if mode == "compile":
@@ -132,12 +132,12 @@ class CycleGraph:
                 self._flat, fullgraph=True, dynamic=False, mode="reduce-overhead" if cuda else None
             )
         elif mode == "graph":
-            self.graph, self.out = capture(lambda: static_cycle(draft, target, params, self.T, self.uniforms), warmup)
+            self._graph = capture(lambda: static_cycle(draft, target, params, self.T, self.uniforms), warmup)
 
     @property
     def captured(self) -> bool:
         """Whether the cycle is a captured CUDA graph (mode ``"graph"``)."""
-        return self.graph is not None
+        return self._graph is not None
 
     def _flat(self, *inputs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         """The cycle on (T, u_draw, u_sample, u_det, u_final) as a flat tuple of the tree's
@@ -152,9 +152,10 @@ class CycleGraph:
         self.T.copy_(T)
         for mine, given in zip(_uniform_tensors(self.uniforms), _uniform_tensors(uniforms)):
             mine.copy_(given)
-        if self.graph is not None and self.out is not None:
-            self.graph.replay()
-            return self.out
+        if self._graph is not None:
+            graph, out = self._graph
+            graph.replay()
+            return out
         if self._compiled is not None:
             if not self._compiled_once:  # the compiling call
                 with warnings.catch_warnings():

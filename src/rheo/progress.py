@@ -143,9 +143,8 @@ class Meter:
     ``unit``s to do (None: not known).
 
     ``report(line)`` is called only after ``quiet_for`` seconds (default ``quiet_after()``)
-    have passed since the
-    work began (``start``, by default when the Meter was made), and then at most once
-    every ``every`` seconds, from ``update``; ``close`` adds a closing line if any was
+    have passed since the work began (``start``, by default when the Meter was made), and
+    then at most once every ``every`` seconds, from ``update``; ``close`` adds a closing line if any was
     reported. ``bound``: ``total`` is an upper bound, so the fraction is a lower bound and
     the time left an upper bound (the line says "at most"). ``clock`` (default
     ``time.monotonic``) tells the time in seconds; ``start`` is on that clock.
