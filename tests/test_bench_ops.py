@@ -42,6 +42,26 @@ def test_views_syncs_and_pauses_are_counted_apart():
     assert c.summary()["total"] == 4 and "aten.mul.Tensor" not in c.by_name
 
 
+def test_ops_that_touch_another_device_are_counted_by_name():
+    """With a ``device``, an op with a tensor argument or result elsewhere is counted (a
+    CPU index into a meta tensor, a CPU constant made in passing); ops on the device are
+    not; without one nothing is."""
+    x = torch.zeros(5, device="meta")
+    with OpCounter("meta") as c:
+        x + 1
+        torch.where(x > 0, x, 0.0)
+        x.sum()
+    assert not c.off_device and c.summary()["off_device"] == 0
+    with OpCounter("meta") as c:
+        x[torch.tensor([1, 2])]  # the index is a CPU tensor
+        torch.arange(3)  # made on the CPU
+    assert c.off_device["aten.index.Tensor"] == 1 and c.off_device["aten.arange.default"] == 1
+    assert c.summary()["off_device"] == sum(c.off_device.values())
+    with OpCounter() as c:
+        x[torch.tensor([1, 2])]
+    assert not c.off_device and "off_device" not in c.summary()
+
+
 def test_a_fastpath_cycle_dispatches_a_positive_and_repeatable_count():
     from rheo.fastpath import FastConfig, Uniforms, build_tree, verify
     from rheo.testing import HashTableModel
@@ -105,3 +125,36 @@ def test_the_bench_s_captured_cycle_counts_and_matches_eager():
     ops = {"batch": 1, "after": eager, "compiled": {k: {"launches": got[k]["launches"]} for k in ("rheo", "topk")}}
     text = "\n".join(render_op_counts(ops))
     assert f"rheo  compiled {got['rheo']['launches']:>5} launches" in text
+
+
+def _mode_row(mode, rheo_s, equal=True):
+    policy = {"cycle_s": rheo_s, "forwards_s": 1e-4, "equals_eager": equal}
+    return {
+        "mode": mode,
+        "batch": 1,
+        "rheo": policy,
+        "topk": {**policy, "cycle_s": rheo_s / 1.02},
+        "rheo_over_topk": 1.02,
+    }
+
+
+def test_the_faster_mode_equal_to_eager_sets_a_batch_size_s_figures():
+    """On CUDA the bench times the cycle as a CUDA graph and compiled whole; ``_fastest``
+    takes the faster one whose outputs equal the eager cycle's, keeps the others as
+    ``alternatives``, and never lets a failed or unequal mode set the figures."""
+    from rheo.bench.fastpath import _attempt, _fastest, describe_captured
+
+    graph, compiled = _mode_row("graph", 2e-3), _mode_row("compile", 5e-4)
+    best = _fastest([graph, compiled])
+    assert best["mode"] == "compile" and best["alternatives"] == [graph]
+    assert _fastest([graph, _mode_row("compile", 1e-4, equal=False)])["mode"] == "graph"  # unequal: not chosen
+    failed = _attempt(lambda: 1 / 0, 64)
+    assert failed == {"mode": "compile", "batch": 64, "error": "ZeroDivisionError: division by zero"}
+    assert _fastest([graph, failed]) == {**graph, "alternatives": [failed]}
+    neither = _fastest([_mode_row("graph", 2e-3, equal=False)])  # none equal: the first, which says so
+    assert neither["mode"] == "graph" and not neither["rheo"]["equals_eager"]
+    assert describe_captured(compiled).startswith("the cycle compiled whole (torch.compile): rheo 0.50 ms")
+    assert (
+        describe_captured(failed)
+        == "the cycle compiled whole (torch.compile): failed, ZeroDivisionError: division by zero"
+    )

@@ -132,6 +132,34 @@ def test_the_cycle_a_graph_captures_equals_the_default_cycle(case):
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_the_cycle_a_graph_captures_runs_on_a_device_without_values(case):
+    """What a CUDA graph needs of the function it captures, checked without a GPU: the
+    cycle ``CycleGraph`` runs (its input copies, ``static_cycle``, the table model's
+    forwards) runs on the ``meta`` device, whose tensors have shapes and no values, so any
+    host sync (``.item()``, ``bool(t)``, a value-dependent shape) would raise; and once the
+    shape's constants are made (the warm-up before a capture) no op takes or makes a tensor
+    off the device (a CPU constant or index copied in each cycle). The default cycle syncs,
+    and fails there."""
+    from rheo.bench.ops import OpCounter
+    from rheo.fastpath.graph import CycleGraph
+
+    cfg = FastConfig(**case)
+    b, meta = 4, torch.device("meta")
+    model = HashTableModel(300, b, seed=0, device=meta)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5], dtype=torch.float64).to(meta)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, torch.Generator().manual_seed(0)).to(device=meta)
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u, mode="eager")
+    cycle(T, u)  # the warm-up: constants of the shape, made once
+    with OpCounter(meta) as c:
+        tree, result = cycle(T, u)
+    assert c.syncs == 0 and not c.off_device, (c.syncs, c.off_device)
+    assert c.total > 100 and result.tokens.device == meta and result.tokens.shape == (b, cfg.depth + 1)
+    assert tree.tokens.shape == (b, cfg.budget)
+    with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
+        verify(tree, model.target_logits(tree), T, cfg, u)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_tie_test_meets_a_tie_at_the_boundary(dtype):
     """The tie test above is not vacuous: its rounded logits tie at the draft_top_k boundary."""

@@ -14,7 +14,12 @@ counts what CUDA would launch, data-dependent branches aside).
 
 Host syncs are counted apart: ``aten._local_scalar_dense`` (``bool(t)``, ``t.item()``,
 ``int(t)``) and the ops whose output size depends on values (``nonzero``, boolean
-indexing), each of which makes a CUDA host wait for the device.
+indexing), each of which makes a CUDA host wait for the device. Given the ``device`` the
+work is meant to stay on, the counter also counts the ops that take or make a tensor on
+another one (``off_device``): a CPU constant or index tensor that a CUDA op would copy to
+the device each call (a host round trip, and inside a captured CUDA graph an error or a
+value frozen at capture). A CPU without a GPU can check both for CUDA's sake by running
+the work on the ``meta`` device, whose tensors have shapes and no values.
 
 >>> import torch
 >>> count_ops(lambda: torch.ones(3) + 1)
@@ -38,6 +43,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # ops whose result needs a value on the host: a device sync on CUDA
@@ -57,13 +63,17 @@ class OpCounter(TorchDispatchMode):
 
     ``total`` every op, ``views`` those that only make a view (no kernel), ``syncs`` those
     that make the host wait for a value (``SYNC_OPS``), ``by_name`` each op's count by its
-    ATen overload name ("aten.add.Tensor")."""
+    ATen overload name ("aten.add.Tensor"). With ``device``: ``off_device``, the ops with a
+    tensor argument or result on another device, by name (a device kind, "cuda", matches
+    every index of it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.by_name: Counter[str] = Counter()
         self.views = 0
         self.syncs = 0
+        self.off_device: Counter[str] = Counter()
+        self._device = None if device is None else torch.device(device)
         self._paused = 0
 
     @contextlib.contextmanager
@@ -85,7 +95,16 @@ class OpCounter(TorchDispatchMode):
             self.views += 1
         if name in SYNC_OPS:
             self.syncs += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if self._device is not None and any(self._elsewhere(t) for t in pytree.tree_leaves((args, kwargs, out))):
+            self.off_device[name] += 1
+        return out
+
+    def _elsewhere(self, leaf: object) -> bool:
+        if not isinstance(leaf, torch.Tensor) or self._device is None:
+            return False
+        at = leaf.device
+        return at.type != self._device.type or (self._device.index is not None and at.index != self._device.index)
 
     @property
     def total(self) -> int:
@@ -97,14 +116,18 @@ class OpCounter(TorchDispatchMode):
         return self.total - self.views
 
     def summary(self, top: int = 10) -> dict[str, Any]:
-        """``total``, ``kernels``, ``views``, ``syncs`` and the ``top`` most frequent ops."""
-        return {
+        """``total``, ``kernels``, ``views``, ``syncs`` and the ``top`` most frequent ops
+        (with a ``device``: ``off_device`` too, the count of those ops)."""
+        out: dict[str, Any] = {
             "total": self.total,
             "kernels": self.kernels,
             "views": self.views,
             "syncs": self.syncs,
             "top": dict(self.by_name.most_common(top)),
         }
+        if self._device is not None:
+            out["off_device"] = sum(self.off_device.values())
+        return out
 
 
 def count_ops(fn: Callable[[], object]) -> int:
