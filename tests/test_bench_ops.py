@@ -128,14 +128,9 @@ def test_the_bench_s_captured_cycle_counts_and_matches_eager():
 
 
 def _mode_row(mode, rheo_s, equal=True):
-    policy = {"cycle_s": rheo_s, "forwards_s": 1e-4, "equals_eager": equal}
-    return {
-        "mode": mode,
-        "batch": 1,
-        "rheo": policy,
-        "topk": {**policy, "cycle_s": rheo_s / 1.02},
-        "rheo_over_topk": 1.02,
-    }
+    policy = {"cycle_s": rheo_s, "cycle_with_forwards_s": rheo_s + 1e-4, "forwards_s": 1e-4, "equals_eager": equal}
+    topk = {**policy, "cycle_s": rheo_s / 1.02}
+    return {"mode": mode, "batch": 1, "rheo": policy, "topk": topk, "rheo_over_topk": 1.02}
 
 
 def test_the_faster_mode_equal_to_eager_sets_a_batch_size_s_figures():
@@ -148,13 +143,35 @@ def test_the_faster_mode_equal_to_eager_sets_a_batch_size_s_figures():
     best = _fastest([graph, compiled])
     assert best["mode"] == "compile" and best["alternatives"] == [graph]
     assert _fastest([graph, _mode_row("compile", 1e-4, equal=False)])["mode"] == "graph"  # unequal: not chosen
-    failed = _attempt(lambda: 1 / 0, 64)
+    failed = _attempt(lambda: 1 / 0, "compile", 64)
     assert failed == {"mode": "compile", "batch": 64, "error": "ZeroDivisionError: division by zero"}
     assert _fastest([graph, failed]) == {**graph, "alternatives": [failed]}
-    neither = _fastest([_mode_row("graph", 2e-3, equal=False)])  # none equal: the first, which says so
+    slow, fast = _mode_row("graph", 2e-3, equal=False), _mode_row("compile", 1e-3, equal=False)
+    neither = _fastest([slow, fast])  # none equal: the first, not the faster, and it says so
     assert neither["mode"] == "graph" and not neither["rheo"]["equals_eager"]
     assert describe_captured(compiled).startswith("the cycle compiled whole (torch.compile): rheo 0.50 ms")
-    assert (
-        describe_captured(failed)
-        == "the cycle compiled whole (torch.compile): failed, ZeroDivisionError: division by zero"
-    )
+    assert describe_captured(failed).endswith("(torch.compile): failed, ZeroDivisionError: division by zero")
+    no_ratio = {**graph, "rheo_over_topk": None, "topk": {**graph["topk"], "cuda_graphs": False}}
+    line = describe_captured(no_ratio)
+    assert "(x-;" in line and line.endswith("; inductor skipped its CUDA graphs)")
+
+
+def test_the_captured_figures_cover_every_mode_timed():
+    """``captured_figures``: times and the worst Rheo/Top-K ratio from the rows that set
+    them; ``captured_equals_eager`` false when any mode timed, the one not chosen included,
+    differs from the eager cycle (failed modes aside)."""
+    from rheo.bench.fastpath import _attempt, _fastest, captured_figures
+
+    b1 = _fastest([_mode_row("graph", 2e-3), _mode_row("compile", 5e-4)])
+    b64 = _fastest([_mode_row("graph", 3e-3), _attempt(lambda: 1 / 0, "compile", 64)])
+    got = captured_figures({"1": b1, "64": {**b64, "rheo_over_topk": 1.3}})
+    assert got == {
+        "rheo_captured_cycle_ms_b1": 0.5,
+        "rheo_captured_cycle_ms_b64": 3.0,
+        "rheo_over_topk_captured": 1.3,
+        "captured_equals_eager": True,
+    }
+    b1_graph_differs = _fastest([_mode_row("graph", 2e-3, equal=False), _mode_row("compile", 5e-4)])
+    assert b1_graph_differs["mode"] == "compile"
+    assert captured_figures({"1": b1_graph_differs})["captured_equals_eager"] is False
+    assert captured_figures({"1": {**b1, "rheo_over_topk": None}})["rheo_over_topk_captured"] is None

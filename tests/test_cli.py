@@ -281,6 +281,13 @@ def test_bench_targets_are_judged_on_the_device_the_run_used():
     assert fastpath_status({**out, **summary(judge(slow, "cpu", FASTPATH))}) == 1
     disagree = {**on_cpu, "verify": {**out["verify"], "outputs_equal_float64": False}}
     assert fastpath_status(disagree) == 1
+    # a CUDA run's captured cycles: the mode that gives the figures, then the others ("also:")
+    policy = {"cycle_s": 5e-4, "cycle_with_forwards_s": 6e-4, "forwards_s": 1e-4, "equals_eager": True}
+    compiled = {"mode": "compile", "batch": 1, "rheo": policy, "topk": policy, "rheo_over_topk": 1.0}
+    failed = {"mode": "graph", "batch": 1, "error": "RuntimeError: capture failed"}
+    text = render_fastpath({**on_cpu, "captured": {"1": {**compiled, "alternatives": [failed]}}})
+    assert "batch 1, the cycle compiled whole (torch.compile): rheo 0.50 ms, topk 0.50 ms (x1.000;" in text
+    assert "  also: the cycle CUDA graph replay: failed, RuntimeError: capture failed" in text
     gate = {"worker_overhead_per_call_us": 0.34, "batched_cycles_in_60s": 13_700_000}
     gate["batched_detectable_tv_60s"] = 0.001
     for device in ("cpu", "cuda"):

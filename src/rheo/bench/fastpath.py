@@ -172,7 +172,7 @@ def captured_cycles(
     device: str,
     repeats: int = 5,
     count: bool = True,
-    mode: str | None = None,
+    mode: Literal["graph", "compile"] | None = None,
 ) -> dict[str, Any]:
     """The cycle without the host in the loop (``rheo.fastpath.graph.CycleGraph``), for Rheo
     and Top-K at one batch size, in ``mode``: by default on CUDA captured as a CUDA graph
@@ -180,9 +180,12 @@ def captured_cycles(
     CPU on one torch thread: inductor's kernels, and so the launch count, depend on the
     thread count; on CUDA inductor's kernels in CUDA graphs, ``mode="reduce-overhead"``).
     Per policy: the median time of ``repeats`` cycles less the median time of the same
-    cycle's forwards alone, run the same way (on CUDA: the forwards captured in a graph of
-    their own and replayed, since a replay has no host time to measure them by); whether
-    its outputs equal the default eager cycle's; and with ``count`` its kernel launches
+    cycle's forwards alone, run the same way on CUDA (captured in a graph of their own, or
+    compiled in CUDA graphs: a replay has no host time to measure them by; on a CPU they run
+    eagerly); whether the outputs of a steady call (the third: "compile" on CUDA runs
+    eagerly at its first call, records at the second) equal the default eager cycle's; on
+    CUDA in mode "compile" whether inductor kept its CUDA graphs (``cuda_graphs``: it skips
+    them for some graphs, with a warning); and with ``count`` its kernel launches
     (``count_launches``, forwards included; inductor's kernels made visible to the profiler
     while compiling)."""
     import torch._inductor.config as inductor_config
@@ -201,6 +204,13 @@ def captured_cycles(
     topk = out["topk"]["cycle_s"]
     out["rheo_over_topk"] = out["rheo"]["cycle_s"] / topk if topk > 0 else None
     return out
+
+
+def _cuda_graph_skips() -> int:
+    """How many times inductor has skipped CUDA graphs in this process (its own counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
 
 
 def _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config) -> dict[str, Any]:
@@ -223,22 +233,27 @@ def _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config) 
             r.model.draft_logits(q)
         return r.model.target_logits(tree)
 
-    fwd = _replayed(forwards, device)
+    skips = _cuda_graph_skips()
+    fwd = _replayed(forwards, device, mode)
     r.model.context = r.context.clone()
     t0 = time.perf_counter()
     graph = CycleGraph(r.model.draft_logits, r.model.target_logits, cfg, r.T, u, mode=mode)
-    # compiled at the first call, its kernels made visible to the profiler and not taken
-    # from inductor's cache (where they may have been compiled without that)
+    # compiled at the first call; to be counted, its kernels made visible to the profiler
+    # and not taken from inductor's cache (where they may have been compiled without that)
     saved = inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache
-    inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
+    if count:
+        inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = True, False
     try:
-        _, got = graph(r.T, u)
+        graph(r.T, u)
     finally:
         inductor_config.cpp.enable_kernel_profile, inductor_config.fx_graph_cache = saved
     _sync(device)
     row: dict[str, Any] = {"setup_s": time.perf_counter() - t0}
+    graph(r.T, u)  # "compile" on CUDA: the first call ran eagerly, this one records its CUDA graphs
+    _, got = graph(r.T, u)  # a replay in every mode
     row["equals_eager"] = bool(torch.equal(got.tokens, want.tokens) and torch.equal(got.accepted, want.accepted))
-    graph(r.T, u)  # untimed: "compile" on CUDA records its CUDA graphs at the second call
+    if mode == "compile" and torch.device(device).type == "cuda":
+        row["cuda_graphs"] = _cuda_graph_skips() == skips
     times, fwd_times = [], []
     for _ in range(max(repeats, 3)):  # the cycle and its forwards alone, alternating
         fwd_times.append(_timed_call(fwd, device))
@@ -254,30 +269,57 @@ def _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config) 
     return row
 
 
-def _attempt(run: Callable[[], dict[str, Any]], batch: int) -> dict[str, Any]:
-    """``run()`` (mode "compile"), or where it raises (inductor cannot compile this cycle
-    on this device) its error as a row of its own, shown by the CLI: one mode's failure does
-    not lose the other's figures."""
+def _attempt(run: Callable[[], dict[str, Any]], mode: str, batch: int) -> dict[str, Any]:
+    """``run()``, or where it raises (inductor cannot compile this cycle on this device)
+    its error as a row of its own, shown by the CLI: one mode's failure does not lose the
+    other's figures (an error that leaves the device unusable still ends the run)."""
     try:
         return run()
     except Exception as e:
-        return {"mode": "compile", "batch": batch, "error": f"{type(e).__name__}: {e}"[:500]}
+        return {"mode": mode, "batch": batch, "error": f"{type(e).__name__}: {e}"[:500]}
 
 
 def _fastest(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The row that sets a batch size's figures: the fastest Rheo cycle among the modes
-    whose outputs equal the eager cycle's for both policies (none equal: the first row,
-    whose ``equals_eager`` says so); the other rows under ``alternatives``."""
+    """The row that sets a batch size's figures: among the modes whose outputs equal the
+    eager cycle's for both policies, the one with the fastest Rheo cycle as measured,
+    forwards included (what is subtracted is measured apart and may be floored at 0); none
+    equal: the first row, whose ``equals_eager`` says so. The other rows go under
+    ``alternatives``."""
     equal = [r for r in rows if "error" not in r and r["rheo"]["equals_eager"] and r["topk"]["equals_eager"]]
-    best = min(equal, key=lambda r: r["rheo"]["cycle_s"]) if equal else rows[0]
+    best = min(equal, key=lambda r: r["rheo"]["cycle_with_forwards_s"]) if equal else rows[0]
     return {**best, "alternatives": [r for r in rows if r is not best]}
 
 
-def _replayed(fn: Callable[[], object], device: str) -> Callable[[], object]:
-    """``fn`` run as a cycle without the host runs it: on CUDA captured once and replayed
-    (in mode "compile" too, whose CUDA graphs replay the forwards with the rest)."""
+def captured_figures(captured: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The top-level figures of the captured cycles by batch size (``_fastest``'s rows):
+    ``rheo_captured_cycle_ms_b<b>`` (forwards subtracted), ``rheo_over_topk_captured`` (the
+    worst batch size; None where no ratio could be formed) and ``captured_equals_eager``,
+    over every mode timed, whether it gave the figures or not (a replay must equal the
+    eager cycle)."""
+    out: dict[str, Any] = {f"rheo_captured_cycle_ms_b{b}": row["rheo"]["cycle_s"] * 1e3 for b, row in captured.items()}
+    ratios = [row["rheo_over_topk"] for row in captured.values() if row["rheo_over_topk"] is not None]
+    out["rheo_over_topk_captured"] = max(ratios) if ratios else None
+    out["captured_equals_eager"] = all(
+        r[k]["equals_eager"]
+        for row in captured.values()
+        for r in [row, *row["alternatives"]]
+        if "error" not in r
+        for k in ("rheo", "topk")
+    )
+    return out
+
+
+def _replayed(fn: Callable[[], object], device: str, mode: str) -> Callable[[], object]:
+    """``fn`` (the forwards alone) run as the cycle runs them: on CUDA captured once and
+    replayed (mode "graph") or compiled in CUDA graphs (mode "compile"), warmed up; on a
+    CPU eagerly."""
     if torch.device(device).type != "cuda":
         return fn
+    if mode == "compile":
+        compiled = torch.compile(fn, fullgraph=True, dynamic=False, mode="reduce-overhead")
+        for _ in range(3):  # compiled, run eagerly once, recorded, replayed
+            compiled()
+        return compiled
     graph, kept = capture(fn, warmup=1)  # its outputs live in the graph's pool
 
     def replay() -> object:
@@ -300,10 +342,13 @@ def describe_captured(row: dict[str, Any]) -> str:
     how = {"graph": "CUDA graph replay", "compile": "compiled whole (torch.compile)"}.get(row["mode"], row["mode"])
     if "error" in row:
         return f"the cycle {how}: failed, {row['error']}"
+    ratio = "-" if row["rheo_over_topk"] is None else f"{row['rheo_over_topk']:.3f}"
+    skipped = any(row[k].get("cuda_graphs") is False for k in ("rheo", "topk"))
+    skipped_text = "; inductor skipped its CUDA graphs" if skipped else ""
     return (
         f"the cycle {how}: rheo {row['rheo']['cycle_s'] * 1e3:.2f} ms, topk {row['topk']['cycle_s'] * 1e3:.2f} ms "
-        f"(x{row['rheo_over_topk']:.3f}; forwards {row['rheo']['forwards_s'] * 1e3:.2f} ms subtracted; "
-        f"outputs equal to eager: {row['rheo']['equals_eager'] and row['topk']['equals_eager']})"
+        f"(x{ratio}; forwards {row['rheo']['forwards_s'] * 1e3:.2f} ms subtracted; "
+        f"outputs equal to eager: {row['rheo']['equals_eager'] and row['topk']['equals_eager']}{skipped_text})"
     )
 
 
@@ -385,12 +430,14 @@ def bench_fastpath(
         for b in batches if cuda else batches[:1]:
             say(f"batch {b}: the cycle {'captured as a CUDA graph' if cuda else 'compiled whole (about a minute)'}")
             rows = [captured_cycles(vocab, b, cfg, device, repeats, count=(b == 1 and not cuda))]
-            if cuda and b in (batches[0], batches[-1]):  # the targets' batch sizes: compiling takes a while
+            say(f"batch {b}: {describe_captured(rows[0])}")  # said now: a run stopped later keeps it
+            if cuda and b in (batches[0], batches[-1]):  # 1 and 64 by default, the targets': compiling takes a while
                 say(f"batch {b}: the cycle compiled whole, in CUDA graphs (torch.compile, reduce-overhead)")
-                compile_run = functools.partial(captured_cycles, vocab, b, cfg, device, repeats, False, "compile")
-                rows.append(_attempt(compile_run, b))
-                if "error" in rows[-1]:
-                    say(f"batch {b}: mode compile failed, {rows[-1]['error']}")
+                compile_run = functools.partial(
+                    captured_cycles, vocab, b, cfg, device, repeats, count=False, mode="compile"
+                )
+                rows.append(_attempt(compile_run, "compile", b))
+                say(f"batch {b}: {describe_captured(rows[-1])}")
             captured[str(b)] = _fastest(rows)
         if not cuda and "1" in captured:
             ops["compiled"] = {k: {"launches": captured["1"][k]["launches"]} for k in ("rheo", "topk")}
@@ -510,18 +557,6 @@ def bench_fastpath(
     out["fast_over_naive_verify"] = verify_row["fast_over_naive_verify"]
     out["launches_compiled_over_before"] = ops["compiled_over_before"]
     if captured:  # the cycle without the host in the loop, by batch (ms, forwards subtracted)
-        for b, row in captured.items():
-            out[f"rheo_captured_cycle_ms_b{b}"] = row["rheo"]["cycle_s"] * 1e3
-            for mode_row in [row, *row["alternatives"]]:
-                say(f"batch {b}: {describe_captured(mode_row)}")
-        out["rheo_over_topk_captured"] = max(row["rheo_over_topk"] for row in captured.values())
-        # every mode timed, the faster one's figures or not: a replay must equal the eager cycle
-        out["captured_equals_eager"] = all(
-            r[k]["equals_eager"]
-            for row in captured.values()
-            for r in [row, *row["alternatives"]]
-            if "error" not in r
-            for k in ("rheo", "topk")
-        )
+        out.update(captured_figures(captured))
     out.update(summary(judge(out, device, TARGETS)))  # targets, meets_targets: for this device
     return out

@@ -50,6 +50,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 SYNC_OPS = frozenset({"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default"})
 
 
+def on_device(want: torch.device, at: torch.device) -> bool:
+    """Whether a tensor at ``at`` is on ``want``: the same kind, and the same index where
+    both name one ("cuda" matches "cuda:1"; "cpu" and "cpu:0" are one device).
+
+    >>> d = torch.device
+    >>> on_device(d("cuda"), d("cuda:1")), on_device(d("cuda:0"), d("cuda:1")), on_device(d("cpu:0"), d("cpu"))
+    (True, False, True)
+    """
+    return at.type == want.type and (want.index is None or at.index is None or at.index == want.index)
+
+
 def _is_view(func: Any) -> bool:
     schema = getattr(func, "_schema", None)
     if schema is None:
@@ -96,15 +107,12 @@ class OpCounter(TorchDispatchMode):
         if name in SYNC_OPS:
             self.syncs += 1
         out = func(*args, **(kwargs or {}))
-        if self._device is not None and any(self._elsewhere(t) for t in pytree.tree_leaves((args, kwargs, out))):
+        if self._device is not None and any(
+            isinstance(t, torch.Tensor) and not on_device(self._device, t.device)
+            for t in pytree.tree_leaves((args, kwargs, out))
+        ):
             self.off_device[name] += 1
         return out
-
-    def _elsewhere(self, leaf: object) -> bool:
-        if not isinstance(leaf, torch.Tensor) or self._device is None:
-            return False
-        at = leaf.device
-        return at.type != self._device.type or (self._device.index is not None and at.index != self._device.index)
 
     @property
     def total(self) -> int:
