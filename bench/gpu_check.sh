@@ -12,8 +12,10 @@
 #   3. `rheo bench fastpath --device cuda --json` (V = 128256, batches 1 / 16 / 64): the eager
 #      cycle, the CUDA-graph cycle per batch size and, at batches 1 and 64, the cycle compiled
 #      whole in CUDA graphs (torch.compile, reduce-overhead; the faster mode equal to eager
-#      sets the figures: targets 1 ms at batch 1, 3 ms at 64, Rheo over Top-K 1.05) and the
-#      ops per cycle (the compiled launch count is the CPU run's);
+#      sets the figures: targets 1 ms at batch 1, 3 ms at 64, Rheo over Top-K 1.05), the tree
+#      builds (top-128 and Y from all V) and the batched verifier as CUDA graphs (the CUDA
+#      targets sparse_over_dense_captured and fast_over_naive_verify_captured) and the ops per
+#      cycle (the compiled launch count is the CPU run's);
 #   4. the gate's batched checks on CUDA: the fastpath through the batched protocol
 #      (`rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath`: 1,000,000 cycles per
 #      case, and V = 32,000), whose detail gives the cycles per second on the device.

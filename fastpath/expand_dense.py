@@ -8,7 +8,10 @@ tokens, by a Gumbel-max (``method="gumbel"``) or ``torch.multinomial``
 (``method="multinomial"``). Its randomness is torch's, not the uniforms of §7, so it equals
 ``expand`` in law, not draw by draw (at T = 0 there is nothing to draw and the trees are
 identical: tested). It does not build the sample nodes' sparse residual laws (the verifier
-would need dense ones): the comparison is tilted in the baseline's favour.
+would need dense ones): the comparison is tilted in the baseline's favour. ``static=True``
+ranks without a host sync (``ranked_topk(static=True)``), so ``build_tree(static=True)``
+with this expansion can be captured as a CUDA graph (the Gumbel draw reads torch's default
+generator, which a capture supports; not ``torch.multinomial``, nor a ``generator``).
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ def expand_dense(
     params: Params,
     method: Literal["gumbel", "multinomial"] = "gumbel",
     generator: torch.Generator | None = None,
+    static: bool = False,
 ) -> Pool:
     """Pools of the expanded nodes from the untruncated draft law; same arguments as
     ``expand`` (logits: [b, n, V]; valid: [b, n]; u: [b, n], unused: the draw is torch's;
-    T: [b])."""
+    T: [b]; ``static``: no host sync, module docstring)."""
     b, n, _ = expect("expand_dense", "logits", logits, "[b, n, V]", (None, None, None), "float").shape
     expect("expand_dense", "valid", valid, "[b, n]", (b, n), "bool")
     expect("expand_dense", "u", u, "[b, n]", (b, n), "float")
@@ -49,7 +53,7 @@ def expand_dense(
     K, m = params.K, params.m
     dev = logits.device
     q = torch.softmax(logits, -1)  # untempered, whole vocabulary
-    _, ids = ranked_topk(logits, K)  # the ranking needs only the top K
+    _, ids = ranked_topk(logits, K, static=static)  # the ranking needs only the top K
     qk = q.gather(-1, ids)
     shape = ids.shape[:-1]
     masked = logits.scatter(-1, ids[..., :m], float("-inf"))  # residual support: all but the leads

@@ -175,3 +175,49 @@ def test_the_captured_figures_cover_every_mode_timed():
     assert b1_graph_differs["mode"] == "compile"
     assert captured_figures({"1": b1_graph_differs})["captured_equals_eager"] is False
     assert captured_figures({"1": {**b1, "rheo_over_topk": None}})["rheo_over_topk_captured"] is None
+
+
+class _Replayer:
+    """A CPU stand-in for a captured CUDA graph: ``replay()`` runs the function again."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def replay(self):
+        self.fn()
+
+
+def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monkeypatch):
+    """``captured_builds`` and ``captured_verify`` (CUDA only in ``rheo bench fastpath``) with
+    ``capture`` replaced by a CPU stand-in that runs the function again on each replay: the
+    static sparse and dense builds and the static verifier run, the ratios are formed, and
+    the replayed verifier's outputs equal the default walk's; the CLI prints both lines."""
+    import rheo.bench.fastpath as bf
+    from rheo.cli.bench import render_fastpath
+    from rheo.fastpath import FastConfig, build_tree, verify
+
+    monkeypatch.setattr(bf, "capture", lambda fn, warmup=2: (_Replayer(fn), fn()))
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
+    r = bf._Runner(512, 2, "cpu")
+    u = r.uniforms(cfg, seed=3)
+    builds = bf.captured_builds(r, cfg, u, repeats=1)
+    assert builds["sparse_build_captured_s"] >= 0 and builds["dense_build_captured_s"] > 0
+    assert builds["sparse_over_dense_captured"] == builds["sparse_build_captured_s"] / builds["dense_build_captured_s"]
+    r.model.context = r.context.clone()
+    tree = build_tree(r.model.draft_logits, cfg, r.T, u)
+    logits = r.model.target_logits(tree)
+    want = verify(tree, logits, r.T, cfg, u)
+    ver = bf.captured_verify(tree, logits, r.T, cfg, u, want, repeats=1)
+    assert ver["captured_outputs_equal"] is True and ver["fast_captured_s"] > 0
+    differs = verify(tree, logits, r.T, cfg, bf._Runner(512, 2, "cpu").uniforms(cfg, seed=4))
+    assert not torch.equal(differs.tokens, want.tokens)  # other uniforms, other outputs: the check can fail
+    assert bf.captured_verify(tree, logits, r.T, cfg, u, differs, repeats=1)["captured_outputs_equal"] is False
+    row = {"rheo_cycle_s": 0.02, "topk_cycle_s": 0.017, "sparse_build_s": 0.017, "dense_build_s": 0.076}
+    row.update(rheo_over_topk=1.18, sparse_over_dense=0.22, **builds)
+    verify_row = {"batch": 2, "fast_s": 0.01, "naive_s": 0.2, "fast_over_naive_verify": 20.0, **ver}
+    verify_row.update(outputs_equal_float64=True, mean_output_length=3.0, fast_over_naive_verify_captured=40.0)
+    out = dict(device="cuda", torch_threads=1, vocab=512, K=4, depth=3, budget=8, m=1, draft_top_k=16)
+    out.update(batches={"2": row}, verify=verify_row, target_verdicts=[], device_kind="cuda")
+    text = render_fastpath(out)
+    assert "batch 2, tree builds as CUDA graphs: sparse" in text and "[gumbel] (x" in text
+    assert "verify at batch 2 as a CUDA graph:" in text and "naive loop over it x40.0" in text

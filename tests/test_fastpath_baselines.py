@@ -238,3 +238,33 @@ def test_dense_pool_equals_the_sparse_pool_at_temperature_zero_with_padding_and_
     for name in ("tokens", "kinds", "ranks", "factors"):
         x, z = getattr(a, name), getattr(b, name)
         assert torch.equal(torch.where(a.ok, x, torch.zeros_like(x)), torch.where(a.ok, z, torch.zeros_like(z))), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_static_dense_pool_is_the_default_one_and_needs_no_host(dtype):
+    """``expand_dense(static=True)`` (what the benchmark captures on CUDA): on logits rounded
+    to integers, so ties straddle the K-th place, the same pools as the default on the same
+    Gumbel draws; on the ``meta`` device (no values) it makes no host sync and, once its
+    constants are made, nothing off the device."""
+    from rheo.bench.ops import OpCounter
+
+    cfg = FastConfig(K=4, depth=2, budget=5, m=1, draft_top_k=None)
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(3, 4, 30, generator=g, dtype=dtype).mul(2).round()
+    top = logits.sort(-1, descending=True).values
+    assert bool((top[..., cfg.K - 1] == top[..., cfg.K]).any())  # a tie at the boundary somewhere
+    valid = torch.ones(3, 4, dtype=torch.bool)
+    u = torch.rand(3, 4, generator=g, dtype=dtype)
+    T = torch.tensor([0.0, 0.7, 1.0], dtype=torch.float64)
+    want = expand_dense(logits, valid, u, T, cfg, generator=torch.Generator().manual_seed(1))
+    got = expand_dense(logits, valid, u, T, cfg, generator=torch.Generator().manual_seed(1), static=True)
+    for name in ("ok", "tokens", "kinds", "ranks", "factors"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    meta = torch.device("meta")
+    args = (logits.to(meta), valid.to(meta), u.to(meta), T.to(meta), cfg)
+    expand_dense(*args, static=True)  # constants of the shape, made once
+    with OpCounter(meta) as c:
+        pool = expand_dense(*args, static=True)
+    assert c.syncs == 0 and not c.off_device and pool.tokens.shape == (3, 4, cfg.K)
+    with pytest.raises(RuntimeError, match="meta"):
+        expand_dense(*args)  # the default ranking looks for a tie on the host

@@ -138,9 +138,14 @@ def summary(verdicts: Sequence[Verdict]) -> dict[str, Any]:
 # every benchmark's targets, in one place: which holds on which device
 FASTPATH = (  # rheo bench fastpath (rheo.bench.fastpath)
     Target("rheo_over_topk", "<=", 1.25),
-    Target("sparse_over_dense", "<=", 0.25),
-    Target("fast_over_naive_verify", ">=", 10.0, ("cuda",)),  # each op of the loop a kernel launch
-    Target("fast_over_naive_verify", ">=", 0.8, ("cpu",)),  # both bound by the same vocabulary-wide softmax
+    # what the top-128 draft law saves in the tree build: on CUDA both eager builds are bound by the
+    # same launches (measured 1.005 on an H200), so there it is judged on the builds as CUDA graphs
+    Target("sparse_over_dense", "<=", 0.25, ("cpu",)),
+    Target("sparse_over_dense_captured", "<=", 0.25, ("cuda",)),
+    # the per-node loop over the batched verifier: on CUDA each op of the loop is a kernel launch, the
+    # batched verifier a CUDA graph; on a CPU both are bound by the same vocabulary-wide softmax
+    Target("fast_over_naive_verify_captured", ">=", 10.0, ("cuda",)),
+    Target("fast_over_naive_verify", ">=", 0.8, ("cpu",)),
     # the cycle without the host in the loop (rheo.fastpath.graph): launches are counted where the
     # cycle is compiled (the CPU run; counts do not depend on the device), times where it is a CUDA graph
     Target("launches_compiled_over_before", "<=", 0.1, ("cpu",)),
