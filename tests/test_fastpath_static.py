@@ -160,6 +160,58 @@ def test_the_cycle_a_graph_captures_runs_on_a_device_without_values(case):
         verify(tree, model.target_logits(tree), T, cfg, u)
 
 
+class _StandInGraph:
+    """A CPU stand-in for a captured CUDA graph: ``replay()`` runs the function again and
+    writes its results into the tensors the capture returned, as a replay overwrites them."""
+
+    def __init__(self, fn, out):
+        self.fn, self.out = fn, out
+
+    def replay(self):
+        import dataclasses
+
+        for old, new in zip(self.out, self.fn()):
+            for f in dataclasses.fields(old):
+                kept, fresh = getattr(old, f.name), getattr(new, f.name)
+                if isinstance(kept, torch.Tensor):
+                    kept.copy_(fresh)
+
+
+def test_a_replay_reads_the_inputs_each_call_copies_into_the_graph_s_buffers():
+    """The replay path of ``CycleGraph`` (CUDA only) on a CPU, with a stand-in for the
+    capture: each call copies its temperatures and uniforms into the buffers the graph was
+    captured on and returns the tensors the replay overwrote, so a cycle on new inputs
+    gives the default path's decisions on those inputs (stale buffers would repeat the
+    first cycle's)."""
+    from rheo.fastpath.graph import CycleGraph, static_cycle
+
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1)
+    b = 8
+    model = HashTableModel(60, b, seed=3, scale=3.0, draft_noise=0.5, dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    T = torch.tensor([0.0, 0.5, 1.0, 1.5] * (b // 4), dtype=torch.float64)
+    u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    cycle = CycleGraph(model.draft_logits, model.target_logits, cfg, T, u, mode="eager")
+
+    def fn():
+        return static_cycle(model.draft_logits, model.target_logits, cfg, cycle.T, cycle.uniforms)
+
+    out = fn()
+    cycle._graph = (_StandInGraph(fn, out), out)  # what __init__ keeps in mode "graph"
+    assert cycle.captured
+    outputs = []
+    for _ in range(3):
+        tree, result = cycle(T, u)
+        want_tree = build_tree(model.draft_logits, cfg, T, u)
+        want = verify(want_tree, model.target_logits(want_tree), T, cfg, u)
+        assert torch.equal(tree.tokens, want_tree.tokens) and torch.equal(result.tokens, want.tokens)
+        assert torch.equal(result.lengths, want.lengths)
+        outputs.append(result.tokens.clone())
+        T = T.flip(0).contiguous()
+        u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
+    assert not all(torch.equal(outputs[0], o) for o in outputs[1:])  # new inputs, new outputs
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_tie_test_meets_a_tie_at_the_boundary(dtype):
     """The tie test above is not vacuous: its rounded logits tie at the draft_top_k boundary."""
