@@ -177,16 +177,6 @@ def test_the_captured_figures_cover_every_mode_timed():
     assert captured_figures({"1": {**b1, "rheo_over_topk": None}})["rheo_over_topk_captured"] is None
 
 
-class _Replayer:
-    """A CPU stand-in for a captured CUDA graph: ``replay()`` runs the function again."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def replay(self):
-        self.fn()
-
-
 def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monkeypatch):
     """``captured_builds`` and ``captured_verify`` (CUDA only in ``rheo bench fastpath``) with
     ``capture`` replaced by a CPU stand-in that runs the function again on each replay: the
@@ -196,13 +186,29 @@ def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monke
     from rheo.cli.bench import render_fastpath
     from rheo.fastpath import FastConfig, build_tree, verify
 
-    monkeypatch.setattr(bf, "capture", lambda fn, warmup=2: (_Replayer(fn), fn()))
+    from .standin_capture import StandInCapture
+
+    capture = StandInCapture()
+    monkeypatch.setattr(bf, "capture", capture)
+    dense_calls = []
+
+    def dense(*args, **kwargs):
+        dense_calls.append(kwargs)
+        return expand_dense(*args, **kwargs)
+
+    expand_dense = bf.expand_dense
+    monkeypatch.setattr(bf, "expand_dense", dense)
     cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
     r = bf._Runner(512, 2, "cpu")
     u = r.uniforms(cfg, seed=3)
     builds = bf.captured_builds(r, cfg, u, repeats=1)
-    assert builds["sparse_build_captured_s"] >= 0 and builds["dense_build_captured_s"] > 0
-    assert builds["sparse_over_dense_captured"] == builds["sparse_build_captured_s"] / builds["dense_build_captured_s"]
+    assert builds["sparse_build_captured_s"] > 0 and builds["dense_build_captured_s"] > 0
+    assert 0 < builds["sparse_over_dense_captured"] and "captured_error" not in builds
+    # the two builds captured (off CUDA the forwards run eagerly), each replayed 5 times; only
+    # the dense build expands by expand_dense, sync-free, with a Gumbel draw
+    assert [g.replays for g in capture.graphs] == [5, 5]
+    assert dense_calls and all(c == {"method": "gumbel", "static": True} for c in dense_calls)
+    assert len(dense_calls) == 6 * cfg.depth  # the capture's call and 5 replays, a layer each
     r.model.context = r.context.clone()
     tree = build_tree(r.model.draft_logits, cfg, r.T, u)
     logits = r.model.target_logits(tree)
@@ -221,3 +227,45 @@ def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monke
     text = render_fastpath(out)
     assert "batch 2, tree builds as CUDA graphs: sparse" in text and "[gumbel] (x" in text
     assert "verify at batch 2 as a CUDA graph:" in text and "naive loop over it x40.0" in text
+
+
+def test_the_bench_wires_the_cuda_graph_forms_into_its_figures_and_exit_status(monkeypatch):
+    """``bench_fastpath(graphs=True)`` (what a CUDA run does) on a CPU with the stand-in
+    capture: every batch size's builds and the verifier are timed as graphs, the worst
+    batch's ratio and the verifier's reach the top level, and nothing is a finding. A
+    failed capture, a replay that differs, or a mode that failed to compile is one
+    (``findings``), and any finding makes the exit status 1."""
+    import rheo.bench.fastpath as bf
+    from rheo.cli.bench import fastpath_status, render_fastpath
+    from rheo.fastpath import FastConfig
+
+    from .standin_capture import StandInCapture
+
+    monkeypatch.setattr(bf, "capture", StandInCapture())
+    cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
+    out = bf.bench_fastpath(
+        batches=(1, 2), vocab=512, params=cfg, repeats=1, naive_batch=2, compiled=False, graphs=True
+    )
+    rows = out["batches"].values()
+    assert out["sparse_over_dense_captured"] == max(r["sparse_over_dense_captured"] for r in rows)
+    v = out["verify"]
+    assert v["captured_outputs_equal"] and out["fast_over_naive_verify_captured"] == v["naive_s"] / v["fast_captured_s"]
+    assert out["capture_findings"] == []
+    assert "tree builds as CUDA graphs" in render_fastpath(out)
+
+    failed = {**out, "batches": {"1": {**out["batches"]["1"], "captured_error": "RuntimeError: boom"}}}
+    assert bf.findings(failed) == ["batch 1: the tree builds as CUDA graphs: RuntimeError: boom"]
+    differs = {**out, "verify": {**v, "captured_outputs_equal": False}}
+    assert bf.findings(differs) == ["the verifier as a CUDA graph differs from the default walk"]
+    graph_row = {"mode": "graph", "rheo": {"equals_eager": False}, "topk": {"equals_eager": True}}
+    broken = {"mode": "compile", "error": "BackendCompilerFailed: no"}
+    modes = {**out, "captured": {"64": {**graph_row, "alternatives": [broken]}}}
+    assert bf.findings(modes) == [
+        "batch 64: the cycle in mode graph differs from the eager cycle",
+        "batch 64: the cycle in mode compile failed: BackendCompilerFailed: no",
+    ]
+    for bad in (failed, differs, modes):
+        assert fastpath_status({**bad, "capture_findings": bf.findings(bad)}) == 1
+    assert "  FINDING: the verifier as a CUDA graph differs" in render_fastpath(
+        {**differs, "capture_findings": bf.findings(differs)}
+    )

@@ -160,30 +160,15 @@ def test_the_cycle_a_graph_captures_runs_on_a_device_without_values(case):
         verify(tree, model.target_logits(tree), T, cfg, u)
 
 
-class _StandInGraph:
-    """A CPU stand-in for a captured CUDA graph: ``replay()`` runs the function again and
-    writes its results into the tensors the capture returned, as a replay overwrites them."""
-
-    def __init__(self, fn, out):
-        self.fn, self.out = fn, out
-
-    def replay(self):
-        import dataclasses
-
-        for old, new in zip(self.out, self.fn()):
-            for f in dataclasses.fields(old):
-                kept, fresh = getattr(old, f.name), getattr(new, f.name)
-                if isinstance(kept, torch.Tensor):
-                    kept.copy_(fresh)
-
-
 def test_a_replay_reads_the_inputs_each_call_copies_into_the_graph_s_buffers():
     """The replay path of ``CycleGraph`` (CUDA only) on a CPU, with a stand-in for the
-    capture: each call copies its temperatures and uniforms into the buffers the graph was
+    capture (tests/standin_capture.py): each call copies its temperatures and uniforms into the buffers the graph was
     captured on and returns the tensors the replay overwrote, so a cycle on new inputs
     gives the default path's decisions on those inputs (stale buffers would repeat the
     first cycle's)."""
     from rheo.fastpath.graph import CycleGraph, static_cycle
+
+    from .standin_capture import StandInCapture
 
     cfg = FastConfig(K=4, depth=3, budget=8, m=1)
     b = 8
@@ -196,8 +181,8 @@ def test_a_replay_reads_the_inputs_each_call_copies_into_the_graph_s_buffers():
     def fn():
         return static_cycle(model.draft_logits, model.target_logits, cfg, cycle.T, cycle.uniforms)
 
-    out = fn()
-    cycle._graph = (_StandInGraph(fn, out), out)  # what __init__ keeps in mode "graph"
+    capture = StandInCapture()
+    cycle._graph = capture(fn)  # what __init__ keeps in mode "graph"
     assert cycle.captured
     outputs = []
     for _ in range(3):
@@ -210,6 +195,7 @@ def test_a_replay_reads_the_inputs_each_call_copies_into_the_graph_s_buffers():
         T = T.flip(0).contiguous()
         u = Uniforms.random(b, cfg.K, cfg.B, cfg.depth, g)
     assert not all(torch.equal(outputs[0], o) for o in outputs[1:])  # new inputs, new outputs
+    assert capture.graphs[0].replays == 3  # each cycle a replay, not the eager path
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

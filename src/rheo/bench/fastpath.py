@@ -364,8 +364,11 @@ def captured_builds(r: _Runner, cfg: Params, u: Uniforms, repeats: int) -> dict[
         "sparse_build_captured_s": max(statistics.median(t_sparse) - f, 0.0),
         "dense_build_captured_s": max(statistics.median(t_dense) - f, 0.0),
     }
-    dense_s = row["dense_build_captured_s"]
-    row["sparse_over_dense_captured"] = row["sparse_build_captured_s"] / dense_s if dense_s > 0 else None
+    if row["sparse_build_captured_s"] <= 0 or row["dense_build_captured_s"] <= 0:  # no ratio to judge
+        row["sparse_over_dense_captured"] = None
+        row["captured_error"] = "a build measured no longer than its forwards alone: no ratio"
+    else:
+        row["sparse_over_dense_captured"] = row["sparse_build_captured_s"] / row["dense_build_captured_s"]
     return row
 
 
@@ -402,6 +405,29 @@ def describe_captured(row: dict[str, Any]) -> str:
         f"(x{ratio}; forwards {row['rheo']['forwards_s'] * 1e3:.2f} ms subtracted; "
         f"outputs equal to eager: {row['rheo']['equals_eager'] and row['topk']['equals_eager']}{skipped_text})"
     )
+
+
+def findings(out: dict[str, Any]) -> list[str]:
+    """What went wrong without the host in the loop, one line each (``rheo bench fastpath``
+    exits 1 on any): a mode, a build or the verifier that failed to capture or compile or
+    gave no ratio, a replay whose outputs differ from the eager cycle's or the default
+    walk's. A measurement asked for and missing is a finding, not "not measured"."""
+    found = []
+    for b, row in (out.get("captured") or {}).items():
+        for r in [row, *row.get("alternatives", [])]:
+            if "error" in r:
+                found.append(f"batch {b}: the cycle in mode {r['mode']} failed: {r['error']}")
+            elif not (r["rheo"]["equals_eager"] and r["topk"]["equals_eager"]):
+                found.append(f"batch {b}: the cycle in mode {r['mode']} differs from the eager cycle")
+    for b, row in out.get("batches", {}).items():
+        if "captured_error" in row:
+            found.append(f"batch {b}: the tree builds as CUDA graphs: {row['captured_error']}")
+    v = out.get("verify", {})
+    if "captured_error" in v:
+        found.append(f"the verifier as a CUDA graph failed: {v['captured_error']}")
+    elif v.get("captured_outputs_equal") is False:
+        found.append("the verifier as a CUDA graph differs from the default walk")
+    return found
 
 
 def describe_captured_builds(row: dict[str, Any]) -> str:
@@ -449,10 +475,16 @@ def bench_fastpath(
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
     compiled: bool = True,
+    graphs: bool | None = None,
 ) -> dict:
     """Time the fastpath, forwards excluded; returns the rows and ratios as a dict (the CLI
     renders it), judged against the targets for ``device`` (``TARGETS``; ``targets`` and
-    ``meets_targets`` hold those for this device, ``target_verdicts`` every one). ``params``
+    ``meets_targets`` hold those for this device, ``target_verdicts`` every one), with
+    ``capture_findings``: what went wrong without the host in the loop (``findings``).
+    ``compiled``: time the cycle without the host in the loop; ``graphs``: time the tree
+    builds and the batched verifier as CUDA graphs (default: on CUDA when ``compiled``;
+    ``rheo.fastpath.graph.capture`` does the capturing, which a test stands in for on a
+    CPU). ``params``
     is the Rheo configuration timed (Top-K on the same tree beside it); ``progress`` hears
     one line per batch size and a progress line every second of a phase longer than 5 s."""
     say = progress or (lambda msg: None)
@@ -488,6 +520,7 @@ def bench_fastpath(
     }
     captured: dict[str, Any] = {}
     cuda = torch.device(device).type == "cuda"
+    graphs = cuda and compiled if graphs is None else graphs
     if compiled:
         for b in batches if cuda else batches[:1]:
             say(f"batch {b}: the cycle {'captured as a CUDA graph' if cuda else 'compiled whole (about a minute)'}")
@@ -561,7 +594,7 @@ def bench_fastpath(
             f"(x{row['rheo_over_topk']:.2f}); build sparse {row['sparse_build_s'] * 1e3:.1f} ms vs dense "
             f"{row['dense_build_s'] * 1e3:.1f} ms [{method}] (x{row['sparse_over_dense']:.3f})"
         )
-        if cuda and compiled:  # the same builds as CUDA graphs: their own work, launches out of the way
+        if graphs:  # the same builds as CUDA graphs: their own work, launches out of the way
             try:
                 row.update(captured_builds(r, cfg, u, repeats))
                 say(f"batch {b}: {describe_captured_builds(row)}")
@@ -620,13 +653,12 @@ def bench_fastpath(
         f"{verify_row['naive_s'] * 1e3:.1f} ms (x{verify_row['fast_over_naive_verify']:.1f}), "
         f"outputs equal: {same}"
     )
-    if cuda and compiled:  # the batched verifier as a CUDA graph against the same naive loop
+    if graphs:  # the batched verifier as a CUDA graph against the same naive loop
         try:
             verify_row.update(captured_verify(tree, logits, r.T, cfg, u, fast_res, repeats))
             fast_captured = verify_row["fast_captured_s"]
-            verify_row["fast_over_naive_verify_captured"] = (
-                verify_row["naive_s"] / fast_captured if fast_captured > 0 else None
-            )
+            ok = fast_captured > 0 and verify_row["captured_outputs_equal"]  # a wrong verifier gets no ratio
+            verify_row["fast_over_naive_verify_captured"] = verify_row["naive_s"] / fast_captured if ok else None
             say(
                 f"verify at batch {naive_batch} as a CUDA graph: {fast_captured * 1e3:.2f} ms "
                 f"(naive loop over it x{verify_row['fast_over_naive_verify_captured'] or 0:.1f}), "
@@ -640,11 +672,12 @@ def bench_fastpath(
     out["sparse_over_dense"] = max(x["sparse_over_dense"] for x in rows)
     out["fast_over_naive_verify"] = verify_row["fast_over_naive_verify"]
     out["launches_compiled_over_before"] = ops["compiled_over_before"]
-    if cuda and compiled:  # None where not measured (a failure is in the rows' captured_error)
+    if graphs:  # None where not measured (and then a capture finding says why)
         measured = [x["sparse_over_dense_captured"] for x in rows if x.get("sparse_over_dense_captured") is not None]
-        out["sparse_over_dense_captured"] = max(measured) if measured else None
+        out["sparse_over_dense_captured"] = max(measured) if len(measured) == len(rows) else None
         out["fast_over_naive_verify_captured"] = verify_row.get("fast_over_naive_verify_captured")
     if captured:  # the cycle without the host in the loop, by batch (ms, forwards subtracted)
         out.update(captured_figures(captured))
+    out["capture_findings"] = findings(out)
     out.update(summary(judge(out, device, TARGETS)))  # targets, meets_targets: for this device
     return out

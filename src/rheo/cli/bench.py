@@ -86,8 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         '"n/a on cuda"). --json: targets and meets_targets hold the targets for this\n'
         "device, target_verdicts every target with its devices and verdict. Progress\n"
         "goes to stderr.\n"
-        "exit status: 0 every target for this device met, 1 one missed or the verifiers\n"
-        "disagree",
+        "exit status: 0 every target for this device met, 1 one missed, the verifiers\n"
+        "disagree, or a capture finding (a capture or compilation that failed, a replay\n"
+        "that differs from eager: capture_findings in the JSON)",
         epilog="examples:\n  rheo bench fastpath --json\n  rheo bench fastpath --quick\n"
         "  rheo bench fastpath --device cuda --json",
     )
@@ -101,7 +102,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
         "--no-compile",
         action="store_true",
         help="skip the cycle without the host in the loop (CPU: torch.compile of the whole cycle, about "
-        "a minute per policy to compile, and its launch count; CUDA: a CUDA graph per batch size)",
+        "a minute per policy to compile, and its launch count; CUDA: the cycle, the tree builds and the "
+        "verifier as CUDA graphs, so the CUDA targets on them are not measured)",
     )
     add_json_flag(bf)
     bg = bsub.add_parser(
@@ -329,9 +331,10 @@ def cmd_bench_fastpath(args: argparse.Namespace) -> int:
 
 def fastpath_status(out: dict) -> int:
     """The exit status of ``rheo bench fastpath``: 1 when a target for the device it ran on
-    is missed (``meets_targets`` holds only those) or the verifiers disagree, else 0."""
+    is missed (``meets_targets`` holds only those), the verifiers disagree or a capture
+    finding is reported (``capture_findings``), else 0."""
     ok = all(out["meets_targets"].values()) and out["verify"]["outputs_equal_float64"]
-    return 0 if ok else 1
+    return 0 if ok and not out.get("capture_findings") else 1
 
 
 def render_fastpath(out: dict) -> str:
@@ -380,6 +383,7 @@ def render_fastpath(out: dict) -> str:
         from rheo.bench.fastpath import render_op_counts
 
         lines.extend(render_op_counts(ops))
+    lines.extend(f"  FINDING: {f}" for f in out.get("capture_findings", []))
     for v in out["target_verdicts"]:  # every target, those for another device as "n/a on ..."
         target = f"{v['target']} ({', '.join(v['devices'])})"
         value = "-" if out.get(v["key"]) is None else f"{out[v['key']]:.3f}"
