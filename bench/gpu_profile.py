@@ -14,7 +14,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from rheo.bench.fastpath import _Runner
+from rheo.bench.runner import TableRunner
 from rheo.fastpath import PAPER_TREE
 from rheo.fastpath.graph import CycleGraph
 
@@ -26,7 +26,7 @@ def main() -> None:
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench/gpu_profile.py needs a CUDA device")
-    r = _Runner(128256, args.batch, "cuda")
+    r = TableRunner(128256, args.batch, "cuda")
     u = r.uniforms(PAPER_TREE, seed=args.batch)
     r.cycle(PAPER_TREE, u)  # warm-up
     graph = CycleGraph(r.model.draft_logits, r.model.target_logits, PAPER_TREE, r.T, u, mode="graph")

@@ -108,10 +108,11 @@ def test_a_compiled_function_s_fused_kernels_are_counted():
 
 
 def test_the_bench_s_captured_cycle_counts_and_matches_eager():
-    """``rheo.bench.fastpath.captured_cycles`` on a CPU: the whole cycle compiled, its
+    """``rheo.bench.captured.captured_cycles`` on a CPU: the whole cycle compiled, its
     outputs equal to the eager cycle's, its launches counted with the fused kernels and
     fewer than the eager cycle's; ``render_op_counts`` prints them."""
-    from rheo.bench.fastpath import captured_cycles, op_counts, render_op_counts
+    from rheo.bench.captured import captured_cycles
+    from rheo.bench.fastpath import op_counts, render_op_counts
     from rheo.fastpath import FastConfig
 
     cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
@@ -134,20 +135,20 @@ def _mode_row(mode, rheo_s, equal=True):
 
 
 def test_the_faster_mode_equal_to_eager_sets_a_batch_size_s_figures():
-    """On CUDA the bench times the cycle as a CUDA graph and compiled whole; ``_fastest``
+    """On CUDA the bench times the cycle as a CUDA graph and compiled whole; ``fastest``
     takes the faster one whose outputs equal the eager cycle's, keeps the others as
     ``alternatives``, and never lets a failed or unequal mode set the figures."""
-    from rheo.bench.fastpath import _attempt, _fastest, describe_captured
+    from rheo.bench.captured import attempt, describe_captured, fastest
 
     graph, compiled = _mode_row("graph", 2e-3), _mode_row("compile", 5e-4)
-    best = _fastest([graph, compiled])
+    best = fastest([graph, compiled])
     assert best["mode"] == "compile" and best["alternatives"] == [graph]
-    assert _fastest([graph, _mode_row("compile", 1e-4, equal=False)])["mode"] == "graph"  # unequal: not chosen
-    failed = _attempt(lambda: 1 / 0, "compile", 64)
+    assert fastest([graph, _mode_row("compile", 1e-4, equal=False)])["mode"] == "graph"  # unequal: not chosen
+    failed = attempt(lambda: 1 / 0, "compile", 64)
     assert failed == {"mode": "compile", "batch": 64, "error": "ZeroDivisionError: division by zero"}
-    assert _fastest([graph, failed]) == {**graph, "alternatives": [failed]}
+    assert fastest([graph, failed]) == {**graph, "alternatives": [failed]}
     slow, fast = _mode_row("graph", 2e-3, equal=False), _mode_row("compile", 1e-3, equal=False)
-    neither = _fastest([slow, fast])  # none equal: the first, not the faster, and it says so
+    neither = fastest([slow, fast])  # none equal: the first, not the faster, and it says so
     assert neither["mode"] == "graph" and not neither["rheo"]["equals_eager"]
     assert describe_captured(compiled).startswith("the cycle compiled whole (torch.compile): rheo 0.50 ms")
     assert describe_captured(failed).endswith("(torch.compile): failed, ZeroDivisionError: division by zero")
@@ -160,10 +161,10 @@ def test_the_captured_figures_cover_every_mode_timed():
     """``captured_figures``: times and the worst Rheo/Top-K ratio from the rows that set
     them; ``captured_equals_eager`` false when any mode timed, the one not chosen included,
     differs from the eager cycle (failed modes aside)."""
-    from rheo.bench.fastpath import _attempt, _fastest, captured_figures
+    from rheo.bench.captured import attempt, captured_figures, fastest
 
-    b1 = _fastest([_mode_row("graph", 2e-3), _mode_row("compile", 5e-4)])
-    b64 = _fastest([_mode_row("graph", 3e-3), _attempt(lambda: 1 / 0, "compile", 64)])
+    b1 = fastest([_mode_row("graph", 2e-3), _mode_row("compile", 5e-4)])
+    b64 = fastest([_mode_row("graph", 3e-3), attempt(lambda: 1 / 0, "compile", 64)])
     got = captured_figures({"1": b1, "64": {**b64, "rheo_over_topk": 1.3}})
     assert got == {
         "rheo_captured_cycle_ms_b1": 0.5,
@@ -171,7 +172,7 @@ def test_the_captured_figures_cover_every_mode_timed():
         "rheo_over_topk_captured": 1.3,
         "captured_equals_eager": True,
     }
-    b1_graph_differs = _fastest([_mode_row("graph", 2e-3, equal=False), _mode_row("compile", 5e-4)])
+    b1_graph_differs = fastest([_mode_row("graph", 2e-3, equal=False), _mode_row("compile", 5e-4)])
     assert b1_graph_differs["mode"] == "compile"
     assert captured_figures({"1": b1_graph_differs})["captured_equals_eager"] is False
     assert captured_figures({"1": {**b1, "rheo_over_topk": None}})["rheo_over_topk_captured"] is None
@@ -182,26 +183,27 @@ def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monke
     ``capture`` replaced by a CPU stand-in that runs the function again on each replay: the
     static sparse and dense builds and the static verifier run, the ratios are formed, and
     the replayed verifier's outputs equal the default walk's; the CLI prints both lines."""
-    import rheo.bench.fastpath as bf
+    import rheo.bench.captured as bc
+    from rheo.bench.runner import TableRunner
     from rheo.cli.bench import render_fastpath
     from rheo.fastpath import FastConfig, build_tree, verify
 
     from .standin_capture import StandInCapture
 
     capture = StandInCapture()
-    monkeypatch.setattr(bf, "capture", capture)
+    monkeypatch.setattr(bc, "capture", capture)
     dense_calls = []
 
     def dense(*args, **kwargs):
         dense_calls.append(kwargs)
         return expand_dense(*args, **kwargs)
 
-    expand_dense = bf.expand_dense
-    monkeypatch.setattr(bf, "expand_dense", dense)
+    expand_dense = bc.expand_dense
+    monkeypatch.setattr(bc, "expand_dense", dense)
     cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
-    r = bf._Runner(512, 2, "cpu")
+    r = TableRunner(512, 2, "cpu")
     u = r.uniforms(cfg, seed=3)
-    builds = bf.captured_builds(r, cfg, u, repeats=1)
+    builds = bc.captured_builds(r, cfg, u, repeats=1)
     assert builds["sparse_build_captured_s"] > 0 and builds["dense_build_captured_s"] > 0
     assert 0 < builds["sparse_over_dense_captured"] and "captured_error" not in builds
     # the two builds captured (off CUDA the forwards run eagerly), each replayed 5 times; only
@@ -213,11 +215,11 @@ def test_the_cuda_graph_build_and_verify_timings_run_their_course_on_a_cpu(monke
     tree = build_tree(r.model.draft_logits, cfg, r.T, u)
     logits = r.model.target_logits(tree)
     want = verify(tree, logits, r.T, cfg, u)
-    ver = bf.captured_verify(tree, logits, r.T, cfg, u, want, repeats=1)
+    ver = bc.captured_verify(tree, logits, r.T, cfg, u, want, repeats=1)
     assert ver["captured_outputs_equal"] is True and ver["fast_captured_s"] > 0
-    differs = verify(tree, logits, r.T, cfg, bf._Runner(512, 2, "cpu").uniforms(cfg, seed=4))
+    differs = verify(tree, logits, r.T, cfg, TableRunner(512, 2, "cpu").uniforms(cfg, seed=4))
     assert not torch.equal(differs.tokens, want.tokens)  # other uniforms, other outputs: the check can fail
-    assert bf.captured_verify(tree, logits, r.T, cfg, u, differs, repeats=1)["captured_outputs_equal"] is False
+    assert bc.captured_verify(tree, logits, r.T, cfg, u, differs, repeats=1)["captured_outputs_equal"] is False
     row = {"rheo_cycle_s": 0.02, "topk_cycle_s": 0.017, "sparse_build_s": 0.017, "dense_build_s": 0.076}
     row.update(rheo_over_topk=1.18, sparse_over_dense=0.22, **builds)
     verify_row = {"batch": 2, "fast_s": 0.01, "naive_s": 0.2, "fast_over_naive_verify": 20.0, **ver}
@@ -235,13 +237,14 @@ def test_the_bench_wires_the_cuda_graph_forms_into_its_figures_and_exit_status(m
     batch's ratio and the verifier's reach the top level, and nothing is a finding. A
     failed capture, a replay that differs, or a mode that failed to compile is one
     (``findings``), and any finding makes the exit status 1."""
+    import rheo.bench.captured as bc
     import rheo.bench.fastpath as bf
     from rheo.cli.bench import fastpath_status, render_fastpath
     from rheo.fastpath import FastConfig
 
     from .standin_capture import StandInCapture
 
-    monkeypatch.setattr(bf, "capture", StandInCapture())
+    monkeypatch.setattr(bc, "capture", StandInCapture())
     cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
     out = bf.bench_fastpath(
         batches=(1, 2), vocab=512, params=cfg, repeats=1, naive_batch=2, compiled=False, graphs=True
@@ -254,18 +257,18 @@ def test_the_bench_wires_the_cuda_graph_forms_into_its_figures_and_exit_status(m
     assert "tree builds as CUDA graphs" in render_fastpath(out)
 
     failed = {**out, "batches": {"1": {**out["batches"]["1"], "captured_error": "RuntimeError: boom"}}}
-    assert bf.findings(failed) == ["batch 1: the tree builds as CUDA graphs: RuntimeError: boom"]
+    assert bc.findings(failed) == ["batch 1: the tree builds as CUDA graphs: RuntimeError: boom"]
     differs = {**out, "verify": {**v, "captured_outputs_equal": False}}
-    assert bf.findings(differs) == ["the verifier as a CUDA graph differs from the default walk"]
+    assert bc.findings(differs) == ["the verifier as a CUDA graph differs from the default walk"]
     graph_row = {"mode": "graph", "rheo": {"equals_eager": False}, "topk": {"equals_eager": True}}
     broken = {"mode": "compile", "error": "BackendCompilerFailed: no"}
     modes = {**out, "captured": {"64": {**graph_row, "alternatives": [broken]}}}
-    assert bf.findings(modes) == [
+    assert bc.findings(modes) == [
         "batch 64: the cycle in mode graph differs from the eager cycle",
         "batch 64: the cycle in mode compile failed: BackendCompilerFailed: no",
     ]
     for bad in (failed, differs, modes):
-        assert fastpath_status({**bad, "capture_findings": bf.findings(bad)}) == 1
+        assert fastpath_status({**bad, "capture_findings": bc.findings(bad)}) == 1
     assert "  FINDING: the verifier as a CUDA graph differs" in render_fastpath(
-        {**differs, "capture_findings": bf.findings(differs)}
+        {**differs, "capture_findings": bc.findings(differs)}
     )

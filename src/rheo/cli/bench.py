@@ -359,7 +359,7 @@ def render_fastpath(out: dict) -> str:
         f"-> x{v['fast_over_naive_verify']:.2f} (mean |O| {v['mean_output_length']:.2f}; outputs equal "
         f"in float64: {v['outputs_equal_float64']})"
     )
-    from rheo.bench.fastpath import describe_captured, describe_captured_builds
+    from rheo.bench.captured import describe_captured, describe_captured_builds
 
     for b, r in out["batches"].items():  # CUDA: the builds and the verifier as CUDA graphs
         if "captured_error" in r:
