@@ -245,6 +245,7 @@ def test_the_bench_wires_the_cuda_graph_forms_into_its_figures_and_exit_status(m
     from .standin_capture import StandInCapture
 
     monkeypatch.setattr(bc, "capture", StandInCapture())
+    monkeypatch.setattr(bf, "MIN_SECONDS", 0.0)  # one timed run of each, not a second's worth
     cfg = FastConfig(K=4, depth=3, budget=8, m=1, draft_top_k=16)
     out = bf.bench_fastpath(
         batches=(1, 2), vocab=512, params=cfg, repeats=1, naive_batch=2, compiled=False, graphs=True
