@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import torch
@@ -65,6 +65,36 @@ def captured_cycles(
     return out
 
 
+def _recorded_queries(r: TableRunner, cfg: Params, u: Uniforms) -> tuple[list, DraftTree]:
+    """The draft queries of a static build from the runner's roots, and its tree: what a
+    timing of the forwards alone answers again."""
+    queries: list = []
+    r.model.context = r.context.clone()
+
+    def recording(query):
+        queries.append(query)
+        return r.model.draft_logits(query)
+
+    return queries, build_tree(recording, cfg, r.T, u, static=True)
+
+
+def error_text(e: BaseException) -> str:
+    """An exception as one row field: its type and message, at most 500 characters."""
+    return f"{type(e).__name__}: {e}"[:500]
+
+
+def both_equal(row: dict[str, Any]) -> bool:
+    """Whether a captured-cycle row's outputs equal the eager cycle's for both policies."""
+    return bool(row["rheo"]["equals_eager"] and row["topk"]["equals_eager"])
+
+
+def _mode_rows(captured: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(batch size, row) for every mode timed: the row that gave the figures, then the others."""
+    for b, row in captured.items():
+        for r in [row, *row.get("alternatives", [])]:
+            yield b, r
+
+
 def _cuda_graph_skips() -> int:
     """How many times inductor has skipped CUDA graphs in this process (its own counter)."""
     from torch._dynamo.utils import counters
@@ -77,15 +107,7 @@ def _captured(vocab, batch, cfg, device, mode, repeats, count, inductor_config) 
     r = TableRunner(vocab, batch, device)
     u = r.uniforms(cfg, seed=batch)
     want = r.cycle(cfg, u)[1]
-    # the forwards alone: the queries and tree of an eager static cycle, answered again
-    queries: list = []
-    r.model.context = r.context.clone()
-
-    def recording(query):
-        queries.append(query)
-        return r.model.draft_logits(query)
-
-    tree = build_tree(recording, cfg, r.T, u, static=True)
+    queries, tree = _recorded_queries(r, cfg, u)  # the forwards alone, answered again
 
     def forwards():
         for q in queries:
@@ -135,7 +157,7 @@ def attempt(run: Callable[[], dict[str, Any]], mode: str, batch: int) -> dict[st
     try:
         return run()
     except Exception as e:
-        return {"mode": mode, "batch": batch, "error": f"{type(e).__name__}: {e}"[:500]}
+        return {"mode": mode, "batch": batch, "error": error_text(e)}
 
 
 def fastest(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,7 +166,7 @@ def fastest(rows: list[dict[str, Any]]) -> dict[str, Any]:
     forwards included (what is subtracted is measured apart and may be floored at 0); none
     equal: the first row, whose ``equals_eager`` says so. The other rows go under
     ``alternatives``."""
-    equal = [r for r in rows if "error" not in r and r["rheo"]["equals_eager"] and r["topk"]["equals_eager"]]
+    equal = [r for r in rows if "error" not in r and both_equal(r)]
     best = min(equal, key=lambda r: r["rheo"]["cycle_with_forwards_s"]) if equal else rows[0]
     return {**best, "alternatives": [r for r in rows if r is not best]}
 
@@ -158,13 +180,7 @@ def captured_figures(captured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {f"rheo_captured_cycle_ms_b{b}": row["rheo"]["cycle_s"] * 1e3 for b, row in captured.items()}
     ratios = [row["rheo_over_topk"] for row in captured.values() if row["rheo_over_topk"] is not None]
     out["rheo_over_topk_captured"] = max(ratios) if ratios else None
-    out["captured_equals_eager"] = all(
-        r[k]["equals_eager"]
-        for row in captured.values()
-        for r in [row, *row["alternatives"]]
-        if "error" not in r
-        for k in ("rheo", "topk")
-    )
+    out["captured_equals_eager"] = all(both_equal(r) for _, r in _mode_rows(captured) if "error" not in r)
     return out
 
 
@@ -196,14 +212,7 @@ def captured_builds(r: TableRunner, cfg: Params, u: Uniforms, repeats: int) -> d
     of their own. What is left is each build's own kernels, so the ratio says what the
     vocabulary-wide draw costs, which the launch-bound eager builds on CUDA hide."""
     dense = functools.partial(expand_dense, method="gumbel", static=True)
-    r.model.context = r.context.clone()
-    queries: list = []
-
-    def recording(query):
-        queries.append(query)
-        return r.model.draft_logits(query)
-
-    build_tree(recording, cfg, r.T, u, static=True)
+    queries, _ = _recorded_queries(r, cfg, u)
     fwd = _replayed(lambda: [r.model.draft_logits(q) for q in queries], r.device, "graph")
     sparse, _ = capture(lambda: build_tree(r.model.draft_logits, cfg, r.T, u, static=True))
     full, _ = capture(lambda: build_tree(r.model.draft_logits, cfg, r.T, u, static=True, expand_fn=dense))
@@ -249,7 +258,7 @@ def describe_captured(row: dict[str, Any]) -> str:
     return (
         f"the cycle {how}: rheo {row['rheo']['cycle_s'] * 1e3:.2f} ms, topk {row['topk']['cycle_s'] * 1e3:.2f} ms "
         f"(x{ratio}; forwards {row['rheo']['forwards_s'] * 1e3:.2f} ms subtracted; "
-        f"outputs equal to eager: {row['rheo']['equals_eager'] and row['topk']['equals_eager']}{skipped_text})"
+        f"outputs equal to eager: {both_equal(row)}{skipped_text})"
     )
 
 
@@ -259,12 +268,11 @@ def findings(out: dict[str, Any]) -> list[str]:
     gave no ratio, a replay whose outputs differ from the eager cycle's or the default
     walk's. A measurement asked for and missing is a finding, not "not measured"."""
     found = []
-    for b, row in (out.get("captured") or {}).items():
-        for r in [row, *row.get("alternatives", [])]:
-            if "error" in r:
-                found.append(f"batch {b}: the cycle in mode {r['mode']} failed: {r['error']}")
-            elif not (r["rheo"]["equals_eager"] and r["topk"]["equals_eager"]):
-                found.append(f"batch {b}: the cycle in mode {r['mode']} differs from the eager cycle")
+    for b, r in _mode_rows(out.get("captured") or {}):
+        if "error" in r:
+            found.append(f"batch {b}: the cycle in mode {r['mode']} failed: {r['error']}")
+        elif not both_equal(r):
+            found.append(f"batch {b}: the cycle in mode {r['mode']} differs from the eager cycle")
     for b, row in out.get("batches", {}).items():
         if "captured_error" in row:
             found.append(f"batch {b}: the tree builds as CUDA graphs: {row['captured_error']}")

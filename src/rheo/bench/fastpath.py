@@ -58,6 +58,7 @@ from rheo.bench.captured import (
     captured_verify,
     describe_captured,
     describe_captured_builds,
+    error_text,
     fastest,
     findings,
 )
@@ -296,7 +297,7 @@ def bench_fastpath(
                 row.update(captured_builds(r, cfg, u, repeats))
                 say(f"batch {b}: {describe_captured_builds(row)}")
             except Exception as e:  # reported; the run goes on
-                row["captured_error"] = f"{type(e).__name__}: {e}"[:500]
+                row["captured_error"] = error_text(e)
                 say(f"batch {b}: the tree builds as CUDA graphs failed, {row['captured_error']}")
     # the naive verifier, at one batch size, on one tree
     r = TableRunner(vocab, naive_batch, device)
@@ -362,7 +363,7 @@ def bench_fastpath(
                 f"outputs equal to the default walk: {verify_row['captured_outputs_equal']}"
             )
         except Exception as e:  # reported; the run goes on
-            verify_row["captured_error"] = f"{type(e).__name__}: {e}"[:500]
+            verify_row["captured_error"] = error_text(e)
             say(f"verify at batch {naive_batch} as a CUDA graph failed, {verify_row['captured_error']}")
     rows = list(by_batch.values())
     out["rheo_over_topk"] = max(x["rheo_over_topk"] for x in rows)
