@@ -23,23 +23,57 @@
 # no network, hence --no-deps (jsonschema and pytest>=9, which reads the `strict` ini key, travel
 # as wheels: docs/tests.md). pytest runs with addopts overridden: the notebooks' --nbmake is not
 # installed there and the gpu tests need none of it. Each step has its own time limit, so one
-# slow step cannot eat the lease. Results go to $OUT (or ./gpu-results) as well as stdout.
+# slow step cannot eat the lease; each step's time and exit status go to steps.txt. Results go
+# to $OUT (or ./gpu-results) as well as stdout.
+#   bash bench/gpu_check.sh --cpu   rehearses the same steps on the CPU (no device needed): the
+# gpu tests' CPU twins (the capture test has none), the profile of the CycleGraph's CPU mode,
+# `rheo bench fastpath --quick` and the gate on the CPU, each under three times its cap, with
+# the package as installed (no pip). It checks the script end to end; its times are the CPU's,
+# not the device's (tests/test_gpu_check.py runs it in the extended step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+device=cuda scale=1 tests_select=(-m gpu) bench_size=()
+case "${1:-}" in
+"") ;;
+--cpu) # the rehearsal: the same steps on the CPU (the gpu tests' CPU twins, the quick benchmark)
+    device=cpu scale=3 tests_select=(-m "not gpu and not deep and not extended" -k cpu) bench_size=(--quick) ;;
+*)
+    echo "usage: bash bench/gpu_check.sh [--cpu]   (--cpu: rehearse every step on the CPU)" >&2
+    exit 2
+    ;;
+esac
 out="${OUT:-gpu-results}"
 mkdir -p "$out"
-python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
-python - <<'PY' | tee "$out/device.txt"
+step() { # step NAME CAP_SECONDS COMMAND...: run it under its cap (times scale on the CPU), time it
+    local name=$1 cap=$(($2 * scale)) t0=$SECONDS rc=0
+    shift 2
+    timeout "$cap" "$@" || rc=$?
+    echo "step $name: $((SECONDS - t0)) s (cap $cap s), exit $rc" | tee -a "$out/steps.txt" >&2
+    [ "$rc" = 0 ] || { failed="$failed $name" && echo "($name exited $rc: see its file in $out)" >&2; }
+}
+failed=""
+: >"$out/steps.txt"
+[ "$device" = cpu ] || python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null # the rehearsal's is installed
+RHEO_CHECK_DEVICE=$device python - <<'PY' | tee "$out/device.txt"
+import os
 import torch
-assert torch.cuda.is_available(), "no CUDA device: this script is for the GPU machine"
-print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+if os.environ["RHEO_CHECK_DEVICE"] == "cuda":
+    assert torch.cuda.is_available(), "no CUDA device: this script is for the GPU machine (--cpu rehearses it here)"
+    print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+else:
+    print("torch", torch.__version__, "on the CPU,", torch.get_num_threads(), "threads: a rehearsal")
 PY
 # Hypothesis' ci profile (500 examples, derandomized) for the decision-equality test
-CI=true timeout 150 python -m pytest -o "addopts=-p no:benchmark" -m gpu -p no:cacheprovider -q -rs --durations=10 \
-    tests/test_fastpath_differential.py tests/test_fastpath_models.py tests/test_fastpath_statistical.py \
-    tests/test_fastpath_static.py 2>&1 | tee "$out/gpu_tests.txt" || echo "(pytest exited $?: see gpu_tests.txt)"
-timeout 45 python bench/gpu_profile.py 2>&1 | tee "$out/gpu_profile.txt" || echo "(the profile exited $?)"
-timeout 270 rheo bench fastpath --device cuda --json 2> >(tee "$out/bench_progress.txt" >&2) | tee "$out/bench_fastpath_cuda.json" \
-    || echo "(rheo bench fastpath exited $?: a target missed, see the JSON)"
-timeout 90 rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json 2> >(tee "$out/gate_progress.txt" >&2) \
-    | tee "$out/gate_batched_cuda.json" || echo "(rheo gate exited $?: see the JSON)"
+step tests 150 env CI=true python -m pytest -o "addopts=-p no:benchmark" "${tests_select[@]}" -p no:cacheprovider -q -rs \
+    --durations=10 tests/test_fastpath_differential.py tests/test_fastpath_models.py tests/test_fastpath_statistical.py \
+    tests/test_fastpath_static.py > >(tee "$out/gpu_tests.txt") 2>&1
+step profile 45 python bench/gpu_profile.py --device "$device" > >(tee "$out/gpu_profile.txt") 2>&1
+step bench 270 rheo bench fastpath --device "$device" "${bench_size[@]}" --json \
+    2> >(tee "$out/bench_progress.txt" >&2) > >(tee "$out/bench_fastpath_$device.json")
+step gate 90 rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json \
+    2> >(tee "$out/gate_progress.txt" >&2) > >(tee "$out/gate_batched_$device.json")
+wait # the tees
+echo "steps (also in $out/steps.txt):" >&2
+cat "$out/steps.txt" >&2
+# exit 1 when a step failed (a missed target or a capture finding is the bench's exit 1)
+[ -z "$failed" ] || { echo "failed:$failed" >&2 && exit 1; }
