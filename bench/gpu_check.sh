@@ -72,7 +72,7 @@ step bench 270 rheo bench fastpath --device "$device" "${bench_size[@]}" --json 
     2> >(tee "$out/bench_progress.txt" >&2) > >(tee "$out/bench_fastpath_$device.json")
 step gate 90 rheo gate --impl rheo.integrations.fastpath_protocol:Fastpath --json \
     2> >(tee "$out/gate_progress.txt" >&2) > >(tee "$out/gate_batched_$device.json")
-wait # the tees
+wait # the gate's JSON tee: bash waits for the last process substitution (the earlier tees had the later steps' time to finish)
 echo "steps (also in $out/steps.txt):" >&2
 cat "$out/steps.txt" >&2
 # exit 1 when a step failed (a missed target or a capture finding is the bench's exit 1)
