@@ -17,7 +17,7 @@ from pathlib import Path
 from rheo.casefile import read_case
 from rheo.checks import parallel
 from rheo.checks.cases.matrix import read_case_dir
-from rheo.checks.gate.checklist import gate_checks
+from rheo.checks.gate.checklist import gate_checks, only_note, only_rule, select_only
 from rheo.checks.gate.report import junit_xml, render
 from rheo.checks.gate.run import gate_verdict, run_checks, summary
 from rheo.checks.gate.supervised import run_impl_checks, run_replay
@@ -163,7 +163,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "tasks on the cluster at ADDRESS (none or 'local': a local Ray instance); the verdicts are those of a "
         "serial run (each shard has its own seed). Needs pip install 'rheosampling[ray]'",
     )
-    gate.add_argument("--only", metavar="TEXT", help="run only the checks whose name contains TEXT")
+    gate.add_argument(
+        "--only",
+        metavar="TEXT",
+        help="run only the checks TEXT names (case aside), by the first of these rules that names any: (1) a "
+        "check's name, its part before ' (', or that part without 'impl: ' ('output law' is the output law alone, "
+        "not the one beyond exact reach nor the batched one; 'exact certification'); (2) the short forms 'exact' "
+        "(exact certification) and 'beyond exact reach'; (3) the leading words of names, a group ('control', "
+        "'fastpath', 'decision'; without --impl 'exact' is the exact matrix); (4) else, as before, every check "
+        'whose name contains TEXT, with a line on stderr saying which (--json: its "only" key says what ran '
+        "and by which rule). Matching none exits 2, naming the checks",
+    )
     gate.add_argument(
         "--out", metavar="DIR", default="rheo-gate", help="where counterexample files go (default rheo-gate/)"
     )
@@ -359,10 +369,13 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
         all_checks = gate_checks(profile)
         checks = all_checks
         if args.only:
-            checks = [c for c in all_checks if args.only.lower() in c.name.lower()]
-            if not checks:
+            matched, how = select_only([c.name for c in all_checks], args.only)
+            if not matched:
                 names = "; ".join(c.name for c in all_checks)
                 return fail(f"--only: no check name contains {args.only!r}; the checks here are: {names}")
+            if how == "substring":
+                progress(only_note(args.only, matched))
+            checks = [c for c in all_checks if c.name in matched]
         results = run_checks(checks, profile, Path(args.out), progress=progress)
     s = summary(results)
     if args.junit:
@@ -378,6 +391,7 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
                     "implementation": args.impl,
                     "summary": s,
                     "checks": [r.to_json() for r in results],
+                    **({"only": _only_json(args.only, [r.name for r in results])} if args.only else {}),
                 }
             )
         )
@@ -387,6 +401,12 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
         )
         emit(render(results, args.profile, head, args.strict))
     return 0 if passed else 1
+
+
+def _only_json(text: str, matched: list[str]) -> dict:
+    """The --json ``only`` key: the checks --only ran and the rule that named them (the
+    worker selected them for --impl; the first name says by which rule: ``only_rule``)."""
+    return {"text": text, "matched": matched, "how": only_rule(text, matched[0]) if matched else None}
 
 
 def _replay(args, limits: Limits) -> int:

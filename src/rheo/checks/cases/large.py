@@ -29,11 +29,13 @@ rounding could decide either way.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from rheo.checks.cases.space import Selection, dimensions, values_asked
+from rheo.checks.cases.strategies import max_nodes
 from rheo.reference.instance import Instance, Table
 from rheo.reference.params import Params, Prefix
 from rheo.reference.sampling import CASE_KEYS as SAMPLING_KEYS
@@ -129,8 +131,26 @@ POOL_TEMPERATURES = ("0.5", "1", "1.5")  # with each case's own: below 1, 1 and 
 LARGE_DIMS = ("policy", "K", "m", "depth", "beam", "temperature", "target filters", "draft_top_k")
 
 
+POOL_K = (2, 3, 4)  # every multi-draft shape also with this many children a node (where fewer than its own)
+
+
+def narrowed(spec: Spec, K: int) -> Spec:
+    """``spec`` with ``K`` children a node (``K`` at most its own): m and beam cut to fit
+    (m <= K - 1, beam <= K) and the budget to the full tree (``max_nodes``); V, depth and
+    the rest kept, so a verifier of small pools meets the large vocabularies and deep paths.
+
+    >>> case_name(narrowed(ALL[1], 2))
+    'large tree V=16 K=2 m=1 D=5 R=18 T=1 top_k top_p min_p'
+    """
+    kind, V, _, m, depth, beam, budget = spec[:7]
+    beam = min(beam, K)
+    return (kind, V, K, min(m, K - 1), depth, beam, min(budget, max_nodes(K, depth, beam))) + spec[7:]
+
+
 def large_pool(seed: int = 0) -> list[dict[str, Any]]:
-    """The candidates ``select_large`` asks ``supports`` over: every case of ``ALL`` at its
+    """The candidates ``select_large`` asks ``supports`` over: every case of ``ALL``, every
+    multi-draft one also with the fewer children a node of ``POOL_K`` (``narrowed``: the
+    small pools of the small cases, K 2 to 4, at V up to 1,024 and depth up to 6), at its
     own temperature and at 0.5, 1 and 1.5, with each target filter off, alone and together,
     draft_top_k off and on (V / 16, at least K), and every chain also as a greedy-draft chain
     (policy topk, K = 1). The tables of case i are those of ``large_cases`` at every
@@ -138,6 +158,7 @@ def large_pool(seed: int = 0) -> list[dict[str, Any]]:
     out = []
     for i, spec in enumerate(ALL):
         shapes = [spec] + ([("topk",) + spec[1:]] if spec[0] == "chain" else [])
+        shapes += [narrowed(spec, k) for k in POOL_K if 2 <= k < spec[2]]
         for shape in shapes:
             dtks = {shape[7], None, max(shape[2], shape[1] // 16)}
             for t in dict.fromkeys((shape[8], *POOL_TEMPERATURES)):
@@ -156,12 +177,36 @@ def _large_cost(case: dict[str, Any]) -> int:
     return int(case["vocab_size"]) * int(case["budget"]) * int(case["depth"])
 
 
+def k_order(values: set[str]) -> list[str]:
+    """The order ``select_large`` covers the supported values of K in: the largest pool,
+    the smallest of several drafts, a chain, then the rest from large to small, so that a
+    quota of 2 or 3 spans what is supported and a verifier of several drafts a node gets
+    those before chains.
+
+    >>> k_order({"1", "2", "3", "4", "8"}), k_order({"1"}), k_order({"2", "3"})
+    (['8', '2', '1', '4', '3'], ['1'], ['3', '2'])
+    """
+    multi = sorted((v for v in values if v != "1"), key=int, reverse=True)
+    first = multi[:1] + multi[-1:] if len(multi) > 1 else multi
+    return first + (["1"] if "1" in values else []) + [v for v in multi if v not in first]
+
+
 def select_large(supports, level: str, seed: int = 0, own_design: tuple[str, ...] = ()) -> Selection:
     """The large cases of ``level`` (``large_cases``) that ``supports`` accepts, then, up to
-    the level's count, the supported candidates of ``large_pool`` that cover values of
-    ``LARGE_DIMS`` not yet covered (cheapest first): an implementation of a slice gets its
-    slice's large cases. The same seed gives the same cases. ``own_design``: the settings
-    the implementation's design does not take (reported so, never as a limit)."""
+    the level's count, a supported candidate of ``large_pool`` for each supported value of
+    K not yet covered (in ``k_order``; of those with it, the one covering the most values of
+    ``LARGE_DIMS`` not yet covered, cheapest first), then the candidates that cover the most
+    such values, of the K least represented so far, cheapest first: an implementation of a
+    slice gets its slice's large cases, several drafts a node where it verifies them, in
+    proportion to the values of K it supports (the small cases cover every supported value
+    likewise: ``rheo.checks.cases.space.select``). The same seed gives the same cases.
+    ``own_design``: the settings the implementation's design does not take (reported so,
+    never as a limit).
+
+    >>> sel = select_large(lambda c: c["policy"] == "rheo" and c["K"] <= 3, "quick")  # chains and trees
+    >>> sorted(c["K"] for c in sel.cases)
+    [1, 2, 3]
+    """
     start = large_cases(seed, level)
     quota = len(start)
     pool = large_pool(seed)
@@ -171,11 +216,21 @@ def select_large(supports, level: str, seed: int = 0, own_design: tuple[str, ...
     names = {c["name"] for c in chosen}
     covered = {(d, v) for c in chosen for d, v in dimensions(c).items() if d in LARGE_DIMS}
     remaining = [c for c, ok in zip(pool, answers) if ok and c["name"] not in names]
-    while len(chosen) < quota and remaining:
-        best = min(remaining, key=lambda c: (-_gain(c, covered), _large_cost(c), c["name"]))
+    per_k = Counter(str(c["K"]) for c in chosen)
+
+    def take(best: dict[str, Any]) -> None:
+        nonlocal remaining
         remaining = [c for c in remaining if c["name"] != best["name"]]
         chosen.append(best)
-        covered |= {(d, v) for d, v in dimensions(best).items() if d in LARGE_DIMS}
+        per_k[str(best["K"])] += 1
+        covered.update((d, v) for d, v in dimensions(best).items() if d in LARGE_DIMS)
+
+    for k in k_order(supported["K"]):
+        having = [c for c in remaining if str(c["K"]) == k]
+        if len(chosen) < quota and having and ("K", k) not in covered:
+            take(min(having, key=lambda c: (-_gain(c, covered), _large_cost(c), c["name"])))
+    while len(chosen) < quota and remaining:
+        take(min(remaining, key=lambda c: (-_gain(c, covered), per_k[str(c["K"])], _large_cost(c), c["name"])))
     own = tuple(d for d in LARGE_DIMS if d in set(own_design))
     return Selection.of(chosen, "beyond exact reach", quota, supported, everything, answers, LARGE_DIMS, own_design=own)
 

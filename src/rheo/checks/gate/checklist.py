@@ -1,6 +1,6 @@
 """The gate's check lists: ``gate_checks`` (the reference, its controls and the fastpath)
 and ``impl_checks`` (what ``--impl`` runs on an implementation, chosen by what it
-provides).
+provides), and ``select_only``, the checks ``rheo gate --only TEXT`` names.
 """
 
 from __future__ import annotations
@@ -165,3 +165,80 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
             Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law", owner=owner)
         )
     return checks
+
+
+# --only TEXT: the rules, narrowest first; the first that names any check decides
+ONLY_RULES = ("name", "alias", "leading words", "substring")
+# short forms in wide use, each naming one kind of check (by its name without "impl: ")
+ONLY_ALIASES = {"exact": "exact certification", "beyond exact reach": "output law, beyond exact reach"}
+
+
+def _spelled(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def name_forms(name: str) -> tuple[str, str, str]:
+    """The names a check answers to under ``--only`` (lower case): in full, the part before
+    " (", and that part without "impl: ".
+
+    >>> name_forms("impl: output law, beyond exact reach (whole cycles)")[1:]
+    ('impl: output law, beyond exact reach', 'output law, beyond exact reach')
+    """
+    full = _spelled(name)
+    head = full.split(" (", 1)[0]
+    return full, head, head.removeprefix("impl: ")
+
+
+def only_rule(text: str, name: str) -> str | None:
+    """The first of ``ONLY_RULES`` by which ``--only text`` names the check ``name`` (case
+    and runs of spaces aside), None if none: "name", one of its ``name_forms``; "alias", an
+    ``ONLY_ALIASES`` key for its name without "impl: "; "leading words", the start of its name
+    (with or without "impl: ") up to a word's end ("control" for "control: ...", "output law ("
+    for "impl: output law (...)"); "substring", anywhere in its name (the old form)."""
+    t = _spelled(text)
+    full, head, short = name_forms(name)
+    if t in (full, head, short):
+        return "name"
+    if ONLY_ALIASES.get(t) == short:
+        return "alias"
+    for form in (full, full.removeprefix("impl: ")):
+        if t and form.startswith(t) and not (t[-1].isalnum() and form[len(t) : len(t) + 1].isalnum()):
+            return "leading words"
+    return "substring" if t in full else None
+
+
+def select_only(names: list[str], text: str) -> tuple[list[str], str | None]:
+    """The check names ``--only text`` selects, and by which rule (``only_rule``; None:
+    it names none): those named by the narrowest rule that names any, so an exact name
+    never also runs the checks it is part of.
+
+    >>> names = ["impl: exact certification (verifier)", "impl: output law (verifier)",
+    ...          "impl: output law, beyond exact reach (verifier)"]
+    >>> select_only(names, "output law")
+    (['impl: output law (verifier)'], 'name')
+    >>> select_only(names, "exact")
+    (['impl: exact certification (verifier)'], 'alias')
+    >>> select_only(names, "output")
+    (['impl: output law (verifier)', 'impl: output law, beyond exact reach (verifier)'], 'leading words')
+    >>> select_only(names, "beyond exact")
+    (['impl: output law, beyond exact reach (verifier)'], 'substring')
+    >>> select_only(["exact: topk", "control: paper {A,B,C}, constant proxy 1/4"], "exact")
+    (['exact: topk'], 'leading words')
+    """
+    rules = [only_rule(text, n) for n in names]
+    found = [r for r in rules if r is not None]
+    if not found:
+        return [], None
+    how = min(found, key=ONLY_RULES.index)
+    return [n for n, r in zip(names, rules) if r == how], how
+
+
+def only_note(text: str, matched: list[str]) -> str:
+    """The stderr line of an ``--only`` that named no check exactly and fell back to the
+    substring form: what it matched, and the exact name that selects just one."""
+    exact = name_forms(matched[0])[2]
+    which = f"the {len(matched)} checks" if len(matched) > 1 else "the check"
+    return (
+        f"rheo gate: --only {text!r} names no check exactly; {which} whose name contains it: "
+        f"{'; '.join(matched)} (an exact name selects just one, e.g. --only {exact!r})"
+    )

@@ -17,7 +17,7 @@ from typing import Any
 from rheo.checks.differential.decision_equality import replay
 from rheo.checks.exact.check import replay_exact
 from rheo.checks.exact.generation import GENERATION_CHECK, certify_generation
-from rheo.checks.gate.checklist import impl_checks
+from rheo.checks.gate.checklist import impl_checks, only_note, select_only
 from rheo.checks.gate.run import run_checks
 from rheo.checks.outcome import CheckResult, Profile, Progress
 from rheo.checks.protocol.worker import Limits, LoadFailed, session
@@ -62,11 +62,13 @@ def run_job(conn: Any, impl: Any, job: dict) -> None:
     """In the worker: run the implementation checks one by one, sending each result."""
     checks = impl_checks(impl, job["extra_cases"])
     if job["only"]:
-        matched = [c for c in checks if job["only"].lower() in c.name.lower()]
+        matched, how = select_only([c.name for c in checks], job["only"])
         if not matched:
             conn.send(("nothing_matched", [c.name for c in checks]))
             return
-        checks = matched
+        if how == "substring" and job["start"] == 0:  # said once, not again after a restart
+            conn.send(("progress", only_note(job["only"], matched)))
+        checks = [c for c in checks if c.name in matched]
     conn.send(("checks", [c.name for c in checks]))
     for i, check in enumerate(checks):
         if i < job["start"]:
