@@ -15,7 +15,10 @@ the output's dependence on them is found from the outside, one *block* at a time
   one value at a time with the others fixed, and the order prefixes the output depends on are
   weighted by the Plackett-Luce law of ordered draws without replacement;
 - a **categorical** draw (``torch.multinomial``, ``bernoulli``, a small-range ``randint``): its
-  options are enumerated with their weights.
+  options are enumerated with their weights. ``torch.multinomial(q, n, replacement=False)``
+  is one per row, over the ordered n-tuples of distinct tokens with their Plackett-Luce
+  probabilities (``rheo.checks.exact.concrete_mode``); a draw of more than ``MAX_TUPLES``
+  tuples is refused with a line naming it and the way out.
 
 A block is resolved only where it matters: at each node of the enumeration the first block, in
 draw order, whose value changes the output (the others at their current values) is split, each
@@ -48,12 +51,27 @@ from typing import Any
 import numpy as np
 import torch
 
+from rheo.checks.exact import budget
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
-from rheo.checks.exact.concrete_race import Assign, Node, Part, RaceSplits, RaceView, _h, _one_low, _plain, _same
+from rheo.checks.exact.concrete_race import (
+    Assign,
+    Node,
+    Part,
+    RaceSplits,
+    RaceView,
+    _h,
+    _one_low,
+    _plain,
+    _same,
+)
 from rheo.checks.exact.random_values import SCHEDULE_NEEDED, ScheduleChanged, Unsupported
 from rheo.checks.exact.tracer import RunCap
 
 # ---- the enumeration ----
+
+
+class Finer(Exception):
+    """The product check made a draw's split finer (``ConcreteLaw.finer``): build the tree again."""
 
 
 Evaluate = Callable[[list[dict[int, Any]]], list[Run]]
@@ -74,6 +92,7 @@ class ConcreteLaw(RaceSplits):
         self.scaled: set[tuple[tuple[int, ...], str]] = set()  # the races whose form was checked
         self.found: dict[Any, int] = {}  # the race cuts found by the latest split
         self.hint: dict[Any, int] = {}  # product check: the cuts the node being rebuilt had, tried first
+        self.finer: dict[tuple[int, ...], int] = {}  # draws split finer (check_product): ungrouped; a race's prefix
 
     # evaluation, memoized, in batches
 
@@ -258,7 +277,8 @@ class ConcreteLaw(RaceSplits):
         outs = [r.output for r in self.eval(points)]
         total = sum(w[j] for j in opts)
         groups: dict[Hashable, list[int]] = {}
-        for j, key in zip(opts, self._keys((b.id,), point, points, outs)):
+        keys = self._keys((b.id,), point, points, outs) if (b.id,) not in self.finer else opts
+        for j, key in zip(opts, keys):
             groups.setdefault(key, []).append(j)
         node = Node("cat", (b.id,), weights=w)
         for members in groups.values():
@@ -282,23 +302,62 @@ class ConcreteLaw(RaceSplits):
         corner of its order, the rest of the order reversed, its zero-weight values moved,
         and the other orders of its part; a categorical to the other options of its part),
         and must come out the same: the same cuts, weights and cells, or the same output.
-        Raises Unsupported naming both draws where one does not."""
+
+        Where the block above is a categorical or a race whose split was coarser than it can
+        be, the split is made finer for that draw from now on and ``Finer`` is raised (the
+        caller builds the tree again): a categorical's options each a part of their own
+        (options that agree in the three contexts ``_keys`` tries may still differ in a cell
+        of another draw none of them reaches, as a zero-target draft accepted at u = 0); a
+        race's order prefixes each a part of their own, then one place longer (the prefix
+        length was read at one point, and a later draw may read more of the order elsewhere:
+        a rejected first child makes the second one count). A finer split is as exact, only
+        longer. Raises Unsupported naming both draws where a node does not come out the
+        same and the split above cannot be made finer."""
         stack: list[tuple[Node, list[tuple[Node, Part]]]] = [(root, [])]
         while stack:
             node, path = stack.pop()
-            for above, part in path:
-                for alt in part.alts:
-                    self.checked += 1
-                    self.hint = node.hints
-                    try:
-                        other = self.local({**node.point, **alt})
-                    finally:
-                        self.hint = {}
-                    if not _same(node, other):
-                        raise self._not_product(node, above)
-            for part in node.parts:
-                assert part.child is not None
-                stack.append((part.child, [*path, (node, part)]))
+            moved = self._moved_apart(node, path)
+            if moved is None:
+                for part in node.parts:
+                    assert part.child is not None
+                    stack.append((part.child, [*path, (node, part)]))
+                continue
+            above, _ = moved
+            if not self._refine(above):
+                raise self._not_product(node, above)
+            raise Finer(above.blocks)
+
+    def _refine(self, node: Node) -> bool:
+        """Make the split of ``node``'s draw finer from now on (``finer``); False where it is
+        as fine as it gets (a uniform; every option, or every whole order, a part)."""
+        if node.kind == "cat":
+            if all(len(p.cell) == 1 for p in node.parts):
+                return False
+            self.finer[node.blocks] = 1
+            return True
+        if node.kind != "race":
+            return False
+        live = sum(1 for x in node.weights or [] if x > 0)
+        grouped = any(len(p.cell) > 1 for p in node.parts)
+        if not grouped and node.prefix >= live - 1:
+            return False
+        self.finer[node.blocks] = node.prefix if grouped else node.prefix + 1
+        return True
+
+    def _moved_apart(self, node: Node, path: list[tuple[Node, Part]]) -> tuple[Node, Part] | None:
+        """The first (node above, its part) on ``path`` whose block, moved to another value of
+        the part, rebuilds ``node`` otherwise; None where every move gives the same node."""
+        for above, part in path:
+            for alt in part.alts:
+                self.checked += 1
+                self.hint = node.hints
+                try:
+                    other = self.local({**node.point, **alt})
+                finally:
+                    self.hint = {}
+                if not _same(node, other):
+                    return above, part
+        return None
 
     def _name(self, node: Node) -> str:
         b = self.layout.blocks[node.blocks[0]]
@@ -473,6 +532,7 @@ def concrete_law(
 
     def tick(n: int) -> None:
         runs[0] += n
+        budget.tick(n=n)
         if runs[0] > max_runs:
             raise RunCap(max_runs)
 
@@ -508,8 +568,13 @@ def concrete_law(
     if not state["rows"]:
         law.batch = 1
     law.width = _width(law) if law.batch > 1 else 1
-    root = law.build({})
-    law.check_product(root)  # the proof that the leaves' cells are products, before any weight counts
+    while True:  # the proof that the leaves' cells are products, before any weight counts
+        root = law.build({})
+        try:
+            law.check_product(root)
+            break
+        except Finer:  # a split made finer: the tree again (the evaluations are remembered)
+            continue
     if not state["rows"]:
         law.batch = 1
     law.probe(root, probes)  # the second line: random points land in their leaves

@@ -3,11 +3,22 @@
 enumerator chose, one per row of a batched call, and registers each draw's blocks (a
 uniform, an exponential race's row, a categorical pick) in a ``Layout`` on first sight.
 
+``torch.multinomial(probs, n, replacement=False)`` with n > 1 is one categorical block per row
+whose options are the ordered n-tuples of distinct tokens (``ordered_tuples``: the same
+indexing on every run), each weighted by its Plackett-Luce probability (``plackett_luce_table``:
+torch's ordered draws without replacement, each pick w_j over the weight not drawn yet). For
+example, weights (1/2, 1/2, 0) and n = 2 give (0, 1) and (1, 0) 1/2 each, every other tuple 0.
+A row with fewer than n tokens of weight gets what torch gives it (torch 2.13 does not raise):
+its tokens of weight in Plackett-Luce order, then tokens of weight 0 in the order torch's own
+``topk`` puts its ties in (``_fill_order``).
+
 Specification: docs/spec.md §7.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +31,7 @@ from torch.overrides import TorchFunctionMode
 from rheo.checks.exact.random_values import MANTISSA_BITS, SCHEDULE_NEEDED, ScheduleChanged, Unsupported, call_site
 
 MAX_OPTIONS = 64  # a randint over more values is not enumerated
+MAX_TUPLES = 5040  # ordered n-tuples of a multinomial without replacement per row at most (as a race's orders)
 DELTA = 1e-30  # the exponential that makes a race's token win (score w / DELTA)
 _REFUSED = {
     "randn", "randn_like", "randperm", "normal", "normal_", "poisson", "random_", "cauchy_", "geometric_",
@@ -138,7 +150,8 @@ class ConcreteMode(TorchFunctionMode):
             if self.rows > 1:
                 raise NotRowwise(what)
             site = call_site()
-            n_blocks = int(np.prod(shape[:-1])) if kind == "race" and shape else int(np.prod(shape))
+            per_row = kind in ("race", "tuple")  # one block per row of the last dimension
+            n_blocks = int(np.prod(shape[:-1])) if per_row and shape else int(np.prod(shape))
             d = Draw(kind, shape, [], what)
             for _ in range(n_blocks):
                 d.blocks.append(self.layout.add(make, site))
@@ -219,16 +232,16 @@ class ConcreteMode(TorchFunctionMode):
         return out
 
     def _multinomial(self, args: tuple, kwargs: dict) -> torch.Tensor:
-        probs = args[0]
+        probs = args[0] if args else kwargs["input"]
         n = int(args[1] if len(args) > 1 else kwargs.get("num_samples", 1))
         replacement = bool(args[2] if len(args) > 2 else kwargs.get("replacement", False))
-        if n > 1 and not replacement:
-            raise Unsupported(f"torch.multinomial without replacement of {n} samples at {call_site()}")
         with torch._C.DisableTorchFunctionSubclass():
             rows = probs.detach().double().cpu().reshape(-1, probs.shape[-1])
         if bool((rows < 0).any()) or not bool(torch.isfinite(rows).all()) or bool((rows.sum(-1) <= 0).any()):
             raise RuntimeError("multinomial: invalid probability distribution (the gate's stand-in refuses it too)")
         V = probs.shape[-1]
+        if n > 1 and not replacement:
+            return self._without_replacement(probs, rows, n)
         shape = (*probs.shape[:-1], n)
 
         def make(i: int, site: str) -> Block:
@@ -238,6 +251,38 @@ class ConcreteMode(TorchFunctionMode):
         ws = [row for row in rows.tolist() for _ in range(n)]
         picks = self._cat_values(d, ws)
         return torch.tensor(picks, dtype=torch.long, device=probs.device).reshape(shape)
+
+    def _without_replacement(self, probs: torch.Tensor, rows: torch.Tensor, n: int) -> torch.Tensor:
+        """``torch.multinomial(probs, n, replacement=False)``, n > 1: one categorical block per
+        row over the ordered n-tuples of distinct tokens, weighted by Plackett-Luce (the module
+        docstring). probs: [..., V]; rows: [R, V] float64, valid; returns [..., n]."""
+        V = probs.shape[-1]
+        if n > V:
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        count = math.perm(V, n)
+        if count > MAX_TUPLES:
+            raise Unsupported(
+                f"torch.multinomial without replacement of n = {n} from V = {V} at {call_site()}: {count} ordered "
+                f"draws per row, more than the {MAX_TUPLES} exact certification enumerates. Draw the {n} tokens with "
+                "a Gumbel-top-k race over torch.rand keys (topk of log q - log(-log u)), which it reads as a race "
+                f"over the tokens with weight only, or keep V!/(V - n)! <= {MAX_TUPLES} ({_within(n)})"
+            )
+        table = ordered_tuples(V, n)
+        what = "torch.multinomial without replacement"
+        shape = (*probs.shape[:-1], n)
+
+        def make(i: int, site: str) -> Block:
+            return Block(i, "cat", count, site, what)
+
+        d = self._draw("tuple", shape, what, make)
+        if self.layout.blocks[d.blocks[0]].size != count:
+            raise ScheduleChanged(
+                f"{what} at {call_site()}: the draw changes with the values drawn before (over "
+                f"{self.layout.blocks[d.blocks[0]].size} ordered tuples, now {count}): {SCHEDULE_NEEDED}"
+            )
+        ws = [plackett_luce_table(tuple(r), n, probs.dtype, probs.device) for r in rows.tolist()]
+        picks = self._cat_values(d, ws)
+        return torch.tensor(table[picks], dtype=torch.long, device=probs.device).reshape(shape)
 
     def _bernoulli(self, func: Any, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
         target = args[0]
@@ -273,3 +318,73 @@ class Layout:
         b = make(len(self.blocks), site)
         self.blocks.append(b)
         return b.id
+
+
+@functools.lru_cache(maxsize=32)
+def ordered_tuples(V: int, n: int) -> np.ndarray:
+    """The options of a multinomial without replacement: every ordered n-tuple of distinct
+    tokens of V, in ``itertools.permutations`` order (option i is the same tuple on every
+    run). ordered_tuples(3, 2) = [[0, 1], [0, 2], [1, 0], [1, 2], [2, 0], [2, 1]]; [P, n]."""
+    out = np.array(list(itertools.permutations(range(V), n)), dtype=np.int64).reshape(-1, n)
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _tuple_index(V: int, n: int) -> dict[tuple[int, ...], int]:
+    return {tuple(t): i for i, t in enumerate(ordered_tuples(V, n).tolist())}
+
+
+def _within(n: int) -> str:
+    """Which V a draw of n without replacement may have under MAX_TUPLES, in words."""
+    v = n
+    while math.perm(v + 1, n) <= MAX_TUPLES:
+        v += 1
+    return f"V <= {v} for n = {n}" if math.perm(v, n) <= MAX_TUPLES else f"n <= 7: n = {n} is too many at any V"
+
+
+@functools.lru_cache(maxsize=256)
+def plackett_luce_table(weights: tuple[float, ...], n: int, dtype: torch.dtype, device: torch.device) -> list[float]:
+    """Each ordered n-tuple's probability (``ordered_tuples`` order) under torch's draw of n
+    tokens without replacement from ``weights`` ([V], non-negative, some > 0):
+    prod_k w[t_k] / (the weight not drawn before place k). Each weight left is summed afresh
+    (no subtraction, so a tiny tail keeps its relative precision). A row with m < n tokens of
+    weight puts each order of those on the one tuple torch returns for it (``_fill_order``:
+    its zero-weight places in the order torch's topk on probs' ``dtype`` and ``device`` gives
+    them). Cached: runs with the same row share one list (do not modify it).
+
+    plackett_luce_table((0.5, 0.3, 0.2), 2, ...)[0] = P((0, 1)) = 0.5 * 0.3 / 0.5 = 0.3."""
+    row = np.asarray(weights, dtype=np.float64)
+    V = len(row)
+    live = [j for j in range(V) if row[j] > 0]
+    if len(live) < n:
+        out = [0.0] * math.perm(V, n)
+        index = _tuple_index(V, n)
+        for order in itertools.permutations(live):
+            p, left = 1.0, [row[j] for j in live]
+            for j in order:
+                p *= row[j] / math.fsum(left)
+                left.remove(row[j])
+            out[index[_fill_order(order, n, V, dtype, device)]] += p
+        return out
+    table = ordered_tuples(V, n)
+    rest = np.broadcast_to(row, (len(table), V)).copy()
+    ratio = np.empty(table.shape)
+    for k in range(n):
+        picked = row[table[:, k]]
+        left = rest.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio[:, k] = np.where(picked > 0, picked / left, 0.0)
+        rest[np.arange(len(table)), table[:, k]] = 0.0
+    return ratio.prod(axis=1).tolist()
+
+
+def _fill_order(order: tuple[int, ...], n: int, V: int, dtype: torch.dtype, device: torch.device) -> tuple[int, ...]:
+    """What torch.multinomial(probs, n, replacement=False) returns when the tokens of weight
+    (fewer than n) finish in ``order``: torch takes topk(w / E, n) (E exponential), where the
+    tokens of weight 0 tie at 0. The same topk on keys with the same order (the tokens of
+    ``order`` at m, m - 1, ..., 1; the rest 0) picks the same ties in the same places."""
+    keys = torch.zeros(V, dtype=dtype, device=device)
+    for r, j in enumerate(order):
+        keys[j] = len(order) - r
+    return tuple(int(i) for i in torch.topk(keys, n).indices.tolist())

@@ -141,6 +141,8 @@ class RaceSplits:
     scaled: set[tuple[tuple[int, ...], str]]
     found: dict[Any, int]
     hint: dict[Any, int]
+    finer: dict[tuple[int, ...], int]
+    layout: Any  # concrete_mode.Layout: the draws and their blocks
 
     def eval(self, points: list[dict[int, Any]], fresh: bool = False) -> list[Run]:
         raise NotImplementedError
@@ -154,15 +156,13 @@ class RaceSplits:
         the tokens that give the leader's output are measured the same way against a token
         of another output set to score 4."""
         V = v.size
+        point, base_out, low, others = self._revealing(v, point, scale)
 
         def at(j: int, E: float, base: tuple[float, ...] | None = None) -> dict:
             row = list(base or (scale,) * V)
             row[j] = E
             return {**point, **v.assign(row)}
 
-        base_out = self.eval([at(0, scale)])[0].output
-        low = [r.output for r in self.eval([at(j, DELTA) for j in range(V)])]
-        others = [j for j in range(V) if _h(low[j]) != _h(base_out)]
         if not others:
             raise self._not_race(v, "no token changes the output by winning")
         w = [0.0] * V
@@ -184,6 +184,40 @@ class RaceSplits:
             w[j] = 4 * c / scale
         return w
 
+    def _revealing(self, v: RaceView, point: Assign, scale: float) -> tuple[Assign, Any, list[Any], list[int]]:
+        """The context the race's weights are measured in: ``point`` as it is, or with every
+        uniform it does not fix at 0, or at its top (``_keys``'s contexts), whichever tells
+        the most tokens' wins apart (the output when each token wins, E = DELTA, against
+        the output with every E at ``scale``: the leader's). A context where two tokens' wins
+        give the same output hides their swap (a rejected first child, then the same token
+        accepted either way), and a cut measured there is another pair's: the context in
+        which the most tokens change it, each to an output of its own where that ties, is
+        taken (the first of equals). (point with the context, the leader's output, each
+        token's output, the tokens that change it)."""
+        V = v.size
+        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id not in v.ids]
+        contexts: list[Assign] = [{}] + (
+            [{u.id: end(u) for u in free} for end in (lambda u: 0, lambda u: (1 << u.grid) - 1)] if free else []
+        )
+        best: tuple[Assign, Any, list[Any], list[int]] | None = None
+        best_score = (-1, False)
+        for ctx in contexts:
+            here = {**point, **ctx}
+            rows = [{**here, **v.assign([scale] * V)}]
+            for j in range(V):
+                row = [scale] * V
+                row[j] = DELTA
+                rows.append({**here, **v.assign(row)})
+            outs = [r.output for r in self.eval(rows)]
+            base_out, low = outs[0], outs[1:]
+            others = [j for j in range(V) if _h(low[j]) != _h(base_out)]
+            distinct = len({_h(low[j]) for j in others}) == len(others)
+            score = (len(others), distinct)
+            if best is None or score > best_score:
+                best, best_score = (here, base_out, low, others), score
+        assert best is not None
+        return best
+
     def _split_race(self, v: RaceView, point: Assign) -> Node:
         """A race split into cells of the order its tokens finish in: the weights recovered
         (the first time a draw is split, twice: at two scales of E, since a race's cuts scale
@@ -204,15 +238,6 @@ class RaceSplits:
         spread = max(w[j] for j in live) / min(w[j] for j in live) * SPREAD ** (len(live) - 1)
         if spread * v.finest() > 0.25:
             raise self._not_race(v, "its weights are too far apart for the generator's grid to order them")
-
-        def row(order: list[int], ratio: float = SPREAD, zero: float = 1.0) -> Assign:
-            E = [zero] * V
-            raw = {j: w[j] * ratio**i for i, j in enumerate(order)}
-            top = max(raw.values())
-            for j, x in raw.items():
-                E[j] = 4 * x / top  # scores ratio^-i along the order, the largest E 4
-            return {**point, **v.assign(E)}
-
         t, count = 1, 0
         while t < len(live) - 1:  # a prefix of len(live) - 1 fixes the whole order
             prefixes = list(itertools.permutations(live, t))
@@ -222,35 +247,22 @@ class RaceSplits:
             asks = []
             for pre in prefixes:
                 rest = [j for j in live if j not in pre]
-                asks += [row([*pre, *rest]), row([*pre, *rest[::-1]])]
+                asks += [_race_row(v, w, point, [*pre, *rest]), _race_row(v, w, point, [*pre, *rest[::-1]])]
             outs = [_h(r.output) for r in self.eval(asks)]
             if all(outs[i] == outs[i + 1] for i in range(0, len(outs), 2)):
                 break
             t += 1
-        t = min(t, len(live))
+        finer = self.finer.get(v.ids)
+        t = min(max(t, finer or 0), len(live))
         prefixes = list(itertools.permutations(live, t))
-        reps = [[*pre, *(j for j in live if j not in pre)] for pre in prefixes]
-        points = [row(r) for r in reps]
+        points = [_race_row(v, w, point, _full(pre, live)) for pre in prefixes]
         outs = [r.output for r in self.eval(points)]
-        groups: dict[Hashable, list[int]] = {}
-        for i, key in enumerate(self._keys(v.ids, point, points, outs)):
-            groups.setdefault(key, []).append(i)
+        groups: dict[Hashable, list[tuple[int, ...]]] = {}
+        keys = prefixes if finer is not None else self._keys(v.ids, point, points, outs)
+        for pre, key in zip(prefixes, keys):
+            groups.setdefault(key, []).append(pre)
         node = Node("race", v.ids, weights=w, how=v.how, prefix=t, hints=dict(self.found))
-        zeros = [j for j in range(V) if w[j] <= 0]
-        for members in groups.values():
-            probs = [_plackett_luce(w, prefixes[i]) for i in members]
-            best = members[int(np.argmax(probs))]
-            rep = reps[best]
-            corners = [row(rep, NEAR_TIE), row([*rep[:t], *rep[t:][::-1]])]
-            if zeros:
-                corners += [row(rep, zero=0.25), row(rep, zero=4.0)]
-            corners += [points[i] for i in members if i != best]
-            strip = set(v.ids)
-            alts = [{k: x for k, x in c.items() if k in strip} for c in corners]
-            node.parts.append(
-                Part(sum(probs), {k: x for k, x in points[best].items() if k in strip}, alts,
-                     [list(prefixes[i]) for i in members])
-            )  # fmt: skip
+        node.parts = [race_part(v, w, point, members) for members in groups.values()]
         return node
 
     def _cuts_race(
@@ -321,6 +333,44 @@ class RaceSplits:
             f"{v.name()}: the output does not depend on the {what} as an exponential race, argmax or order of "
             f"w / E ({why}); exact certification cannot follow it"
         )
+
+
+def _race_row(v: RaceView, w: list[float], point: Assign, order: list[int], ratio: float = SPREAD,
+              zero: float = 1.0) -> Assign:  # fmt: skip
+    """``point`` with the race's values set so that its tokens finish in ``order``: scores
+    ``ratio``^-i along the order, the largest E 4 (the tokens of weight 0 at E = ``zero``)."""
+    E = [zero] * v.size
+    raw = {j: w[j] * ratio**i for i, j in enumerate(order)}
+    top = max(raw.values())
+    for j, x in raw.items():
+        E[j] = 4 * x / top
+    return {**point, **v.assign(E)}
+
+
+def _full(prefix: tuple[int, ...] | list[int], live: list[int]) -> list[int]:
+    return [*prefix, *(j for j in live if j not in prefix)]
+
+
+def race_part(v: RaceView, w: list[float], point: Assign, members: list[tuple[int, ...]]) -> Part:
+    """The part of a race split that holds the order prefixes ``members`` (grouped: the same
+    output in every context tried), weighted by their Plackett-Luce law and standing at the
+    likeliest of them; its ``alts`` are where the product check moves the race: the near-tie
+    corner of that order, the rest of it reversed, its zero-weight values moved, and the
+    other members."""
+    live = [j for j in range(v.size) if w[j] > 0]
+    zeros = [j for j in range(v.size) if w[j] <= 0]
+    t = len(members[0])
+    probs = [_plackett_luce(w, pre) for pre in members]
+    best = int(np.argmax(probs))
+    rep = _full(members[best], live)
+    corners = [_race_row(v, w, point, rep, NEAR_TIE), _race_row(v, w, point, [*rep[:t], *rep[t:][::-1]])]
+    if zeros:
+        corners += [_race_row(v, w, point, rep, zero=0.25), _race_row(v, w, point, rep, zero=4.0)]
+    corners += [_race_row(v, w, point, _full(pre, live)) for i, pre in enumerate(members) if i != best]
+    strip = set(v.ids)
+    alts = [{k: x for k, x in c.items() if k in strip} for c in corners]
+    assign = {k: x for k, x in _race_row(v, w, point, rep).items() if k in strip}
+    return Part(sum(probs), assign, alts, [list(pre) for pre in members])
 
 
 def _same(a: Node, b: Node) -> bool:
