@@ -14,6 +14,11 @@ them exactly; each lossless design has a planted bug an engine could ship beside
     rheo gate --impl examples.without_replacement:BlockResidualLastLaw # exits 1
     rheo gate --impl examples.without_replacement:SampledTree          # lossless: build_tree + verify
     rheo gate --impl examples.without_replacement:SampledTreeFirstLaw  # exits 1
+    rheo gate --impl examples.without_replacement:BatchedSampledTree   # lossless, up to float32 rounding
+    rheo gate --impl examples.without_replacement:FirstRowKeys         # exits 1
+    rheo gate --impl examples.without_replacement:ResidualOfLastSibling # exits 1
+    rheo gate --impl examples.without_replacement:RejectsEveryDraft    # lossless, but accepts no draft
+    rheo gate --impl examples.without_replacement:BatchedSampledTreeAnySize --only exact  # outgrown cases named
 
 - ``GumbelChain``: a chain (K = 1) drafted by Gumbel-max, ``argmax(log q - log(-log u))``
   over a row of uniforms; standard rejection; correction and bonus by Gumbel-max too.
@@ -38,6 +43,17 @@ them exactly; each lossless design has a planted bug an engine could ship beside
   child a sample with the law it was drawn from (``sample_probs``) and its place in the draw
   (``draw_order``, docs/gate.md "Nodes that draw several children"). ``SampledTreeFirstLaw``:
   every sibling verified against the first one's law.
+- ``BatchedSampledTree``: the sampled tree as an engine writes it: each level's keys drawn by
+  one ``torch.rand(rows, V)`` call, a batched float32 softmax, one ``topk`` over the rows,
+  float64 coins; exact certification reads each row as its own race and finds the float32
+  itself. ``FirstRowKeys``: the first row's keys read for every row of a level.
+  ``ResidualOfLastSibling``: a rejection's residual restarts from p, forgetting the siblings
+  tried before.
+- ``RejectsEveryDraft``: lossless only because it never accepts a draft (the gate says so).
+
+Every design has a ``law_dtype`` (float64; float32 in ``BatchedSampledTree``): a subclass
+with ``law_dtype = torch.float32`` computes its laws as engines do and keeps its verdict, with
+no ``exact_tolerance`` (tests/test_found_tolerance.py).
 
 Every design draws the same values on every run (a fixed schedule: one row of V uniforms per
 node slot, whether the slot is reached or not), as exact certification needs. Trees take
@@ -52,8 +68,21 @@ import torch
 FILTERS = ("target_top_k", "target_top_p", "target_min_p", "draft_top_k")
 
 
-def _law(logits, temperature: float) -> torch.Tensor:
-    return torch.softmax(torch.as_tensor(logits, dtype=torch.float64) / temperature, dim=-1)
+def _law(logits, temperature: float, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """softmax(logits / T) in ``dtype`` (each design's ``law_dtype``: float64, or float32 as
+    engines compute it)."""
+    return torch.softmax(torch.as_tensor(logits, dtype=dtype) / temperature, dim=-1)
+
+
+class _Laws:
+    """``law``: the tempered softmax in the design's ``law_dtype`` (float64 here; a subclass
+    with ``law_dtype = torch.float32`` is the same design as an engine computes it, its coins
+    still float64: exact certification finds the float32 itself, ``tests/test_without_replacement.py``)."""
+
+    law_dtype = torch.float64
+
+    def law(self, logits, temperature: float) -> torch.Tensor:
+        return _law(logits, temperature, self.law_dtype)
 
 
 def _normalised(x: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
@@ -81,7 +110,7 @@ def _plain(config: dict) -> bool:
     return config["temperature"] > 0 and all(config.get(k) is None for k in FILTERS)
 
 
-class GumbelChain:
+class GumbelChain(_Laws):
     """Lossless: a chain drafted by Gumbel-max, verified by standard rejection."""
 
     follows_uniforms = False
@@ -90,7 +119,7 @@ class GumbelChain:
         return config["K"] == 1 and config["policy"] == "rheo" and config["m"] == 0 and _plain(config)
 
     def draft_weights(self, logits, temperature: float) -> torch.Tensor:
-        return _law(logits, temperature)
+        return self.law(logits, temperature)
 
     def cycle(self, draft_logits, target_logits, config: dict, temperature: float) -> list[int]:
         L = int(min(config["depth"], config["budget"]))
@@ -102,10 +131,10 @@ class GumbelChain:
         drafts, qs = [], []
         for i in range(L):
             logits = draft_logits([path])[0]
-            qs.append(_law(logits, temperature))
+            qs.append(self.law(logits, temperature))
             drafts.append(gumbel_max(self.draft_weights(logits, temperature), keys_u[i]))
             path = (*path, drafts[-1])
-        ps = _law(target_logits([tuple(drafts[:i]) for i in range(L + 1)]), temperature)
+        ps = self.law(target_logits([tuple(drafts[:i]) for i in range(L + 1)]), temperature)
         out = []
         for i, x in enumerate(drafts):
             if bool(coins[i] * qs[i][x] <= ps[i][x]):  # u <= p(x) / q(x)
@@ -120,10 +149,22 @@ class UntemperedKeys(GumbelChain):
     """Lossy where T != 1: the Gumbel keys from the raw logits, the ratio from the tempered q."""
 
     def draft_weights(self, logits, temperature: float) -> torch.Tensor:
-        return _law(logits, 1.0)
+        return _law(logits, 1.0, self.law_dtype)
 
 
-class _Tree:
+class RejectsEveryDraft(GumbelChain):
+    """Lossless, and useless: it drafts a chain as ``GumbelChain`` does, then rejects every
+    draft and samples the first token from the target (the residual of a draft accepted with
+    probability 0 is p itself). Exact certification calls it lossless, and says that it
+    accepts no draft: one token per cycle, where the reference emits more on the same laws."""
+
+    def cycle(self, draft_logits, target_logits, config: dict, temperature: float) -> list[int]:
+        super().cycle(draft_logits, target_logits, config, temperature)  # its drafts, drawn and thrown away
+        last_u = torch.rand(config["vocab_size"], dtype=torch.float64)
+        return [gumbel_max(self.law(target_logits([()])[0], temperature), last_u)]
+
+
+class _Tree(_Laws):
     """A full K-ary tree to depth D, every node slot's children drawn from one row of
     uniforms (slots in breadth-first order), one coin per child slot, one row for the last
     token; ``children`` and ``accepts`` are the designs."""
@@ -152,8 +193,8 @@ class _Tree:
         last_u = torch.rand(V, dtype=torch.float64)
         slot, path, out = (), (), []
         while True:
-            q = _law(draft_logits([path])[0], temperature)
-            p = _law(target_logits([path])[0], temperature)
+            q = self.law(draft_logits([path])[0], temperature)
+            p = self.law(target_logits([path])[0], temperature)
             s = slots.index(slot)
             kids = self.children(q, rows[s], K)
             picked, residual = self.verify(p, q, kids, coins[s])
@@ -162,7 +203,7 @@ class _Tree:
             out.append(kids[picked])
             slot, path = (*slot, picked), (*path, kids[picked])
             if len(out) == D:
-                return [*out, gumbel_max(_law(target_logits([path])[0], temperature), last_u)]
+                return [*out, gumbel_max(self.law(target_logits([path])[0], temperature), last_u)]
 
     def draw_rows(self, n: int, K: int, V: int) -> torch.Tensor:
         return torch.rand(n, V, dtype=torch.float64)
@@ -236,7 +277,7 @@ class IidDrafts(_Tree):
         return None, r
 
 
-class BlockVerification:
+class BlockVerification(_Laws):
     """Lossless: a chain verified as one block (Sun et al. 2024)."""
 
     follows_uniforms = False
@@ -256,9 +297,9 @@ class BlockVerification:
         drafts: list[int] = []
         qs = []
         for i in range(L):
-            qs.append(_law(draft_logits([tuple(drafts)])[0], temperature))
+            qs.append(self.law(draft_logits([tuple(drafts)])[0], temperature))
             drafts.append(gumbel_max(qs[-1], keys_u[i]))
-        ps = _law(target_logits([tuple(drafts[:i]) for i in range(L + 1)]), temperature)
+        ps = self.law(target_logits([tuple(drafts[:i]) for i in range(L + 1)]), temperature)
         weight, tau, weights = 1.0, 0, [1.0]
         for i in range(1, L + 1):
             x = drafts[i - 1]
@@ -284,7 +325,7 @@ class BlockResidualLastLaw(BlockVerification):
         return torch.clamp(target - draft, min=0)
 
 
-class SampledTree:
+class SampledTree(_Laws):
     """Lossless: ``RecursiveWithoutReplacement`` through ``build_tree`` and ``verify``. Every
     child is a sample (kind 1) with the law it was drawn from (``sample_probs``: q renormalised
     over the tokens its earlier siblings took) and its place in the draw (``draw_order``); the
@@ -309,7 +350,7 @@ class SampledTree:
             if s >= len(frontier):
                 break
             path, parent = frontier[s]
-            q = _law(draft_logits([path])[0], temperature)
+            q = self.law(draft_logits([path])[0], temperature)
             drawn = gumbel_top_k(q, rows[s], K)
             laws, left = [], q
             for x in drawn:  # the law each child was drawn from: q without its earlier siblings
@@ -343,7 +384,7 @@ class SampledTree:
         n = len(tree["tokens"])
         coins = torch.rand(len(_Tree().slots(K, D)), K, dtype=torch.float64)
         last_u = torch.rand(V, dtype=torch.float64)
-        ps = _law(target_logits, temperature)  # row 0 the root, row i + 1 node i
+        ps = self.law(target_logits, temperature)  # row 0 the root, row i + 1 node i
         node, accepted, level = -1, [], 0
         while True:
             children = sorted((i for i in range(n) if tree["parents"][i] == node), key=lambda i: tree["draw_order"][i])
@@ -371,3 +412,138 @@ class SampledTreeFirstLaw(SampledTree):
 
     def sibling_law(self, probs, children: list[int], i: int) -> torch.Tensor:
         return torch.as_tensor(probs[children[0]], dtype=torch.float64)
+
+
+class BatchedSampledTree(_Laws):
+    """Lossless: the sampled tree as an engine batches it. The draft tree is built a level at
+    a time: one ``torch.rand(K ** level, V)`` call draws the Gumbel keys of every node slot of
+    the level (float32, the default dtype; the rows of slots the tree does not reach are drawn
+    too: a fixed schedule), the draft laws of the level's nodes come from one batched softmax
+    in float32, and one ``topk(keys, K, dim=-1)`` orders each row's children (a child whose
+    law is 0 is dropped). The target scores every node of the tree in one call (float32 too),
+    and the tree is verified by recursive rejection without replacement, with float64 coins
+    (one row of K per level: one node of a level is visited) and a float64 row for the
+    correction or the bonus. Exact certification reads each row of a level's keys as a race
+    of its own (docs/gate.md, "Races over uniforms") and finds the float32 itself: lossless up
+    to float32 rounding, with no ``exact_tolerance``.
+
+    ``supports``: Top-K policy configurations with K = 2 or 3 children per node and T > 0, no
+    filters, while the trees its levels can draw (V! / (V - K)! orders per node slot, every
+    slot of the tree drawn: ``orders``) stay within ``MAX_ORDERS``, what the symbolic
+    enumeration visits in seconds: K = 2 to depth 2 up to V = 4, K = 3 to depth 2 at V = 3,
+    depth 3 at V = 2, depth 1 up to V = 5. Larger trees would be skipped by the gate as
+    outgrown (K = 2, depth 3 at V = 3 is 6^7 = 279,936 trees; docs/gate.md, "Bounded and
+    visible")."""
+
+    follows_uniforms = False
+    law_dtype = torch.float32
+    MAX_ORDERS = 3_000  # every node slot's orders multiplied: the trees build_tree can return
+
+    def supports(self, config: dict) -> bool:
+        K, V, D = config["K"], config["vocab_size"], config["depth"]
+        small = K in (2, 3) and self.orders(K, V, D) <= self.MAX_ORDERS
+        return config["policy"] == "topk" and small and _plain(config)
+
+    @staticmethod
+    def orders(K: int, V: int, D: int) -> int:
+        """The ordered child sets of a whole tree with every slot drawn: (V! / (V - K)!)^slots."""
+        per = 1
+        for i in range(min(K, V)):
+            per *= V - i
+        return per ** sum(K**level for level in range(D))
+
+    def gumbel_keys(self, q: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """log q - log(-log u) [n, V]: each row's Gumbel keys (-inf where q is 0)."""
+        return q.log() - (-u.log()).log()
+
+    def children_order(self, keys: torch.Tensor, K: int) -> torch.Tensor:
+        """Each row's children, in the order drawn: the top K of its keys [n, V] -> [n, K]."""
+        return torch.topk(keys, K, dim=-1).indices
+
+    def cycle(self, draft_logits, target_logits, config: dict, temperature: float) -> list[int]:
+        K, D, V = config["K"], config["depth"], config["vocab_size"]
+        tokens: list[int] = []
+        parents: list[int] = []
+        laws: list[torch.Tensor] = []  # each child's draw law: q without its earlier siblings
+        frontier: list[tuple[tuple[int, ...], int]] = [((), -1)]  # (path, node index; -1 the root)
+        for level in range(D):
+            u = torch.rand(K**level, V)  # [K^level, V] float32: every slot of the level, one call
+            if not frontier:
+                continue
+            q = self.law(draft_logits([path for path, _ in frontier]), temperature)  # [n, V]
+            order = self.children_order(self.gumbel_keys(q, u[: len(frontier)]), min(K, V))  # [n, K]
+            following = []
+            for row, (path, parent) in enumerate(frontier):
+                left = q[row]
+                for x in order[row].tolist():
+                    if float(left[x]) <= 0:  # every token with mass is drawn already
+                        break
+                    tokens.append(x)
+                    parents.append(parent)
+                    laws.append(left)
+                    rest = left.clone()
+                    rest[x] = 0.0
+                    left = _normalised(rest, left)
+                    following.append(((*path, x), len(tokens) - 1))
+            frontier = following
+        paths = [()] + [self.path(tokens, parents, i) for i in range(len(tokens))]
+        ps = self.law(target_logits(paths), temperature).double()  # [1 + nodes, V]: row 0 the root
+        coins = torch.rand(D, K, dtype=torch.float64)
+        last_u = torch.rand(V, dtype=torch.float64)
+        node, out = -1, []
+        while True:
+            children = [i for i in range(len(tokens)) if parents[i] == node]  # in draw order
+            picked, r = self.walk(ps[node + 1], children, tokens, laws, coins[len(out)])
+            if picked is None:
+                return [*out, gumbel_max(r, last_u)]
+            out.append(tokens[picked])
+            node = picked
+            if len(out) == D:
+                return [*out, gumbel_max(ps[node + 1], last_u)]
+
+    @staticmethod
+    def path(tokens: list[int], parents: list[int], i: int) -> tuple[int, ...]:
+        out = []
+        while i >= 0:
+            out.append(tokens[i])
+            i = parents[i]
+        return tuple(reversed(out))
+
+    def walk(self, p: torch.Tensor, children: list[int], tokens: list[int], laws: list, coins: torch.Tensor) -> tuple:
+        """Recursive rejection without replacement over one node's children (in draw order):
+        (the accepted child or None, the residual law)."""
+        r = p
+        for i, c in enumerate(children):
+            q_i, x = laws[c].double(), tokens[c]
+            if bool(coins[i] * q_i[x] <= r[x]):
+                return c, r
+            r = self.residual(p, r, q_i)
+        return None, r
+
+    def residual(self, p: torch.Tensor, r: torch.Tensor, q_i: torch.Tensor) -> torch.Tensor:
+        return _normalised(torch.clamp(r - q_i, min=0), r)
+
+
+class BatchedSampledTreeAnySize(BatchedSampledTree):
+    """``BatchedSampledTree`` with every tree size admitted (K = 3, depth-3 trees at V = 3
+    among them: 1.3e10 trees): what the gate does when ``supports`` admits more than exact
+    certification can enumerate (docs/gate.md, "Bounded and visible")."""
+
+    MAX_ORDERS = 10**30
+
+
+class FirstRowKeys(BatchedSampledTree):
+    """Lossy: the keys of a level's first row are read for every row of the level (a stride
+    of 0 over the rows), so every node of a level gets the children order drawn for the
+    first one, from the first node's draft law, while each is verified against its own."""
+
+    def children_order(self, keys: torch.Tensor, K: int) -> torch.Tensor:
+        return torch.topk(keys[:1], K, dim=-1).indices.expand(keys.shape[0], -1)
+
+
+class ResidualOfLastSibling(BatchedSampledTree):
+    """Lossy: after a rejection the residual starts again from p, so it forgets the siblings
+    tried before the last one: norm(max(p - q_i, 0)) instead of norm(max(r - q_i, 0))."""
+
+    def residual(self, p: torch.Tensor, r: torch.Tensor, q_i: torch.Tensor) -> torch.Tensor:
+        return _normalised(torch.clamp(p - q_i, min=0), p)

@@ -41,7 +41,6 @@ def _selector(config, temperature):
 
 class _Economize:
     follows_uniforms = False
-    exact_tolerance = 1e-6  # economize's selectors work in float32
 
     def supports(self, config):
         # target top_p is TopPSampler's; top_k and min_p have no economize selector
@@ -167,7 +166,6 @@ class RejectionVerifyTree:
     sample. Target rows and node indices are mapped both ways."""
 
     follows_uniforms = False
-    exact_tolerance = 1e-6
 
     def supports(self, config):
         return config["target_top_k"] is None and config["target_min_p"] is None

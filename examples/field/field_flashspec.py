@@ -70,7 +70,6 @@ def _with_bonus(accepted, first, bonus_logprobs, length):
 
 class _Chain:
     follows_uniforms = False
-    exact_tolerance = 1e-6  # flashspec works in float32
 
     def supports(self, config):
         return _chain_sampling(config)

@@ -32,9 +32,12 @@ probability 0 with probability 2^-24).
 The law of the output O, continued by exact target sampling to length D+1, is compared with
 p_T on V^(D+1) (``rheo.reference.certify.max_deviation``), against the implementation's
 own ``sampler_law`` when it has one. The implementation's float thresholds make the law a
-float: the tolerance is 1e-9 when every random value was compared in float64, 1e-6 when a
-float32 operand took part, 1e-2 for 16-bit floats (``exact_tolerance`` on the
-implementation overrides it).
+float: the tolerance follows the lowest precision that met a random value in the run, found
+by ``precision`` (carried through torch calls and Python floats read from tensors; noted
+where a value meets a random one): 1e-9 float64, 1e-6 float32, 1e-2 16-bit, with where it
+came from (``Certificate.tolerance_from``); ``exact_tolerance`` on the implementation
+overrides it. ``budget`` bounds each case (its deadline, the run cap: "outgrown") and says
+how far a long one got.
 
 It never guesses: random leaves are replayed with every choice answered at random and the
 global seeds of random, NumPy and torch scrambled (``PROBES`` per part), and handed-uniform

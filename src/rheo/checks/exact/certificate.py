@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rheo.checks.exact.precision import TOLERANCE, Precision
+
 ESCAPES = (
     "os.urandom, secrets, random.SystemRandom, a generator of a library the check does not scan, or a C "
     "extension's own; the line cannot be named"
@@ -15,7 +17,7 @@ ESCAPES = (
 
 MAX_RUNS = 200_000  # executions of one part of the implementation per case
 PROBES = 24  # random replays per part and case
-TOLERANCE = {53: 1e-9, 24: 1e-6}
+__all__ = ["Certificate", "ESCAPES", "MAX_RUNS", "PROBES", "TOLERANCE", "CUT_WIDTH", "WITNESS_FORMAT"]
 CUT_WIDTH = 2.0**-42  # bisection stops when a cut is known to this width
 WITNESS_FORMAT = "rheo-witness/1"  # what a certificate's witness holds (rheo.checks.witness)
 
@@ -26,6 +28,7 @@ class Certificate:
 
     case: dict
     verdict: str  # "lossless" | "not lossless" | "unsupported" (not followed) | "crashed" | "skipped" (configuration)
+    # | "outgrown" (past its budget or the run cap: skipped, named with its size) | "not reached" (not started)
     detail: str = ""
     deviation: float | None = None  # ideal law: every drawn uniform continuous
     backend_deviation: float | None = None  # every drawn uniform on its generator's grid (k / 2^24 for float32)
@@ -33,6 +36,8 @@ class Certificate:
     continued: float | None = None
     target: float | None = None
     tolerance: float | None = None
+    tolerance_from: str = ""  # the precision the tolerance follows and where it came from (or the override)
+    precision: Precision = field(default_factory=Precision)  # the lowest precision that met a random value
     runs: int = 0
     trees: int = 0
     outputs: int = 0
@@ -41,20 +46,44 @@ class Certificate:
     draws: str = "symbolic"  # how the implementation's draws were followed: "symbolic" or "concrete" (a kernel, ...)
     witness: dict | None = None  # what the law was computed from (rheo.checks.witness replays it), when certified
     schedule_changed: bool = False  # "unsupported" because the draws changed with the values drawn
+    tokens_per_cycle: float | None = None  # E|O| under the enumerated law: accepted drafts + the final token
+    acceptance_rate: float | None = None  # E[accepted drafts] / depth
+    reference_tokens_per_cycle: float | None = None  # the reference's E|O| on the same laws and configuration
 
     @property
     def name(self) -> str:
         return str(self.case.get("name", f"V={self.case['vocab_size']} {self.case['policy']} K={self.case['K']}"))
 
+    @property
+    def rounding(self) -> str:
+        """The words ", up to float32 rounding" where the verdict is lossless only at a lower precision's
+        tolerance (its deviation above float64's); "" otherwise."""
+        if self.verdict != "lossless" or self.deviation is None or self.deviation <= TOLERANCE[53]:
+            return ""
+        return f", up to {self.precision.name} rounding" if self.precision.bits < 53 else ", within exact_tolerance"
+
     def summary(self) -> str:
         if self.verdict in ("lossless", "not lossless"):
             return (
-                f"{self.name}: {self.verdict} (exact): deviation {self.deviation:.3g} (tolerance {self.tolerance:g}; "
+                f"{self.name}: {self.verdict} (exact): deviation {self.deviation:.3g}{self.rounding} "
+                f"(tolerance {self.tolerance:g}, {self.tolerance_from}; "
                 f"{self.backend_deviation:.3g} with the generators' grids), "
                 f"{self.runs} runs, {self.trees} trees, {self.seconds:.2f} s"
                 + (", concrete draws" if self.draws == "concrete" else "")
+                + (f"; {self.acceptance()}" if self.tokens_per_cycle is not None else "")
             )
         return f"{self.name}: {self.verdict}: {self.detail}"
+
+    def acceptance(self) -> str:
+        """ "2.31 tokens per cycle, acceptance rate 0.66 (the reference: 2.40)"."""
+        if self.tokens_per_cycle is None:
+            return ""
+        out = f"{self.tokens_per_cycle:.3g} tokens per cycle"
+        if self.acceptance_rate is not None:
+            out += f", acceptance rate {self.acceptance_rate:.3g}"
+        if self.reference_tokens_per_cycle is not None:
+            out += f" (the reference: {self.reference_tokens_per_cycle:.3g})"
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,11 +96,16 @@ class Certificate:
             "worst_continued": self.continued,
             "worst_target": self.target,
             "tolerance": self.tolerance,
+            "tolerance_from": self.tolerance_from,
+            "precision": self.precision.name,
             "runs": self.runs,
             "trees": self.trees,
             "outputs": self.outputs,
             "seconds": round(self.seconds, 3),
             "draws": self.draws,
+            "tokens_per_cycle": self.tokens_per_cycle,
+            "acceptance_rate": self.acceptance_rate,
+            "reference_tokens_per_cycle": self.reference_tokens_per_cycle,
         }
 
     def with_witness(self) -> dict[str, Any]:

@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, TOLERANCE, WITNESS_FORMAT, Certificate
+from rheo.checks.exact.budget import Outgrown, size
+from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, WITNESS_FORMAT, Certificate
 from rheo.checks.exact.handed import CallCounter, handed_law, probe_handed
+from rheo.checks.exact.precision import Precision
 from rheo.checks.exact.random_values import ScheduleChanged
 from rheo.checks.exact.tracer import (
     METHODS,
@@ -44,7 +46,9 @@ from rheo.checks.protocol.load import Implementation
 from rheo.checks.protocol.outputs import BadOutput, read_result, verify_nodes
 from rheo.checks.protocol.watch import watched
 from rheo.reference import Uniforms, enumerate_choices
+from rheo.reference.certify import cycle_law as reference_cycle_law
 from rheo.reference.certify import max_deviation
+from rheo.reference.deadline import Deadline, Timeout
 from rheo.reference.instance import Instance
 from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
@@ -156,10 +160,10 @@ def _handed(impl: Implementation, roots: list[str], method: str) -> Iterator[Cal
 def _tree_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str,
     followed: list[str],
-) -> tuple[dict, int]:  # fmt: skip
+) -> tuple[dict, Precision]:  # fmt: skip
     """{tree key: (probability, tree dict)} and the lowest precision compared."""
     trees: dict[tuple, list] = {}
-    bits = 53
+    bits = Precision()
 
     def add(prob: float, t: dict, backend: float | None = None, steps: list | None = None) -> None:
         key = _tree_key(t)
@@ -208,8 +212,8 @@ def _tree_law(
 
 def _symbolic_tree_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str,
-    fixed: Uniforms, E: int, add: Callable[..., None], trees: dict, bits: int,
-) -> tuple[dict, int]:  # fmt: skip
+    fixed: Uniforms, E: int, add: Callable[..., None], trees: dict, bits: Precision,
+) -> tuple[dict, Precision]:  # fmt: skip
     seen: dict[tuple, tuple] = {}
     runs = [0]
     for leaf in enumerate_runs(
@@ -217,7 +221,7 @@ def _symbolic_tree_law(
     ):
         add(leaf.prob, leaf.result, leaf.prob_backend, _choices(leaf))
         seen[leaf.script] = _tree_key(leaf.result)
-        bits = min(bits, leaf.bits)
+        bits = bits.lower(leaf.precision)
     counter.runs += runs[0]
     for script, t in probe_runs(
         lambda: call_build_tree(impl, inst, _draw_uniforms(inst, rng.random(E))),
@@ -272,7 +276,7 @@ def _walk_law(
     probes: int,
     method: str,
     followed: list[str],
-) -> tuple[dict, dict, int, list[dict]]:
+) -> tuple[dict, dict, Precision, list[dict]]:
     """{output tokens: probability} of the verifier on ``tree``, the same with every drawn
     uniform on its generator's grid (the backend law), the lowest precision compared, and
     the witness (each leaf's steps and output)."""
@@ -285,7 +289,7 @@ def _walk_law(
         for o, pr in verification_law(inst, labelled).items():
             law[o] += float(pr)
             shown.append({"steps": _given(float(pr), "rheo.reference's verifier"), "output": list(o)})
-        return law, law, 53, shown
+        return law, law, Precision(), shown
     c = inst.config
     n = (c.depth + 1) * (c.K + 2)
     if impl.follows_uniforms:
@@ -302,7 +306,12 @@ def _walk_law(
             probe_handed(fn, n, structure, rng, "verify")
         for prob, (tokens, _) in leaves:
             law[tokens] += prob
-        return law, law, 53, [{"steps": _intervals(c), "output": list(t)} for (_, (t, _)), c in zip(leaves, cells)]
+        return (
+            law,
+            law,
+            Precision(),
+            [{"steps": _intervals(c), "output": list(t)} for (_, (t, _)), c in zip(leaves, cells)],
+        )
     fixed = _walk_uniforms(inst, np.full(n, 0.5))
     runs_before = counter.runs
     try:
@@ -320,12 +329,12 @@ def _walk_law(
 def _symbolic_walk_law(
     impl: Implementation, inst: Instance, tree: dict, roots: list[str], counter: CallCounter, rng, probes: int,
     method: str, fixed: Uniforms, n: int,
-) -> tuple[dict, dict, int, list[dict]]:  # fmt: skip
+) -> tuple[dict, dict, Precision, list[dict]]:  # fmt: skip
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
-    bits = 53
+    bits = Precision()
     shown = []
     verify = _verifier(impl, inst, tree) if method == "fast" else lambda u: call_verify(impl, inst, tree, u)
     for leaf in enumerate_runs(lambda: verify(fixed), roots, counter.cap - counter.runs, runs, (impl.obj,), method):
@@ -333,7 +342,7 @@ def _symbolic_walk_law(
         law[leaf.result[0]] += leaf.prob
         backend[leaf.result[0]] += leaf.prob_backend
         seen[leaf.script] = leaf.result
-        bits = min(bits, leaf.bits)
+        bits = bits.lower(leaf.precision)
     counter.runs += runs[0]
     for script, out in probe_runs(
         lambda: call_verify(impl, inst, tree, _walk_uniforms(inst, rng.random(n))),
@@ -353,7 +362,7 @@ def _symbolic_walk_law(
 
 def _cycle_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, dict, int, str, list[dict]]:
+) -> tuple[dict, dict, Precision, str, list[dict]]:
     """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
     backend law beside it, the lowest precision compared, how the draws were followed
     ("symbolic", or "concrete" where the symbolic tracer could not follow them: a kernel, an
@@ -380,7 +389,7 @@ def _cycle_law(
 
 def _concrete(
     symbolic: str, call: Callable[[], Any], rows: Callable[[int], list] | None, counter: CallCounter, rng
-) -> tuple[list[tuple[float, Any]], int, list[dict]]:
+) -> tuple[list[tuple[float, Any]], Precision, list[dict]]:
     """The leaves (probability, result) of ``call`` with its torch draws given concrete values
     (``rheo.checks.exact.concrete``), after the symbolic tracer stopped with ``symbolic``, and
     their witness (each leaf's cells and output): the refusal names both when this cannot
@@ -397,17 +406,18 @@ def _concrete(
     except Unsupported as e:
         raise type(e)(f"{e} (the symbolic tracer stopped first: {symbolic})") from None  # ScheduleChanged stays one
     counter.runs += runs
-    return leaves, bits, shown
+    origin = "its draws, followed through concrete values, on their generator's grid" if bits < 53 else ""
+    return leaves, Precision(bits, origin), shown
 
 
 def _symbolic_cycle_law(
     impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
-) -> tuple[dict, dict, int, list[dict]]:
+) -> tuple[dict, dict, Precision, list[dict]]:
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
-    bits = 53
+    bits = Precision()
     shown = []
     cap = counter.cap - counter.runs
     for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, cap, runs, (impl.obj,), method):
@@ -415,7 +425,7 @@ def _symbolic_cycle_law(
         law[leaf.result] += leaf.prob
         backend[leaf.result] += leaf.prob_backend
         seen[leaf.script] = leaf.result
-        bits = min(bits, leaf.bits)
+        bits = bits.lower(leaf.precision)
     counter.runs += runs[0]
     seed = int(rng.integers(2**31))
     for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, seed, PROBES, (impl.obj,), method):
@@ -427,12 +437,22 @@ def _symbolic_cycle_law(
     return law, backend, bits, shown
 
 
-def whole_law_tolerance(cert: Certificate, impl: Implementation, law: dict, bits: int, t0: float) -> float | None:
-    """The certificate's float tolerance (the implementation's ``exact_tolerance``, else by
-    the lowest precision compared, ``bits``; set on ``cert``), when the enumerated ``law``
-    sums to 1 within it; None, with the certificate saying so ("unsupported": some
-    randomness was not followed), when it does not."""
-    tol = float(getattr(impl.obj, "exact_tolerance", TOLERANCE.get(bits, 1e-2 if bits < 24 else 1e-6)))
+def whole_law_tolerance(
+    cert: Certificate, impl: Implementation, law: dict, found: Precision, t0: float
+) -> float | None:
+    """The certificate's float tolerance, set on ``cert`` with where it came from: by the
+    lowest precision that met a random value in the run (``found``; rheo.checks.exact.precision),
+    or the implementation's ``exact_tolerance`` where it sets one (an override), when the
+    enumerated ``law`` sums to 1 within it; None, with the certificate saying so
+    ("unsupported": some randomness was not followed), when it does not."""
+    declared = getattr(impl.obj, "exact_tolerance", None)
+    cert.precision = found
+    if declared is not None:
+        tol = float(declared)
+        cert.tolerance_from = f"exact_tolerance = {tol:g} on the implementation (the gate found {found.source()})"
+    else:
+        tol = found.tolerance
+        cert.tolerance_from = found.source()
     cert.tolerance = tol
     total = sum(law.values())
     if math.isfinite(total) and abs(total - 1) <= tol:
@@ -462,7 +482,9 @@ def certify_implementation(
     rng = np.random.default_rng(seed)
     try:
         followed: list[str] = []
-        trees, bits = ({}, 53) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method, followed)
+        trees, bits = (
+            ({}, Precision()) if impl.runs_cycles else _tree_law(impl, inst, roots, counter, rng, method, followed)
+        )
         law: dict[tuple, float] = defaultdict(float)
         law_backend: dict[tuple, float] = defaultdict(float)
         witness: dict[str, Any] = {"format": WITNESS_FORMAT, "judged": "sampler_law" if impl.has_sampler_law else "p_T"}
@@ -477,7 +499,7 @@ def certify_implementation(
                 impl, inst, tree, roots, counter, rng, probes, method, followed
             )
             witness["trees"].append({"leaves": tree_steps, "walk": walk_shown})
-            bits = min(bits, b)
+            bits = bits.lower(b)
             for o, pr in walk.items():
                 law[o] += w_tree * pr
             for o, pr in walk_backend.items():
@@ -485,9 +507,10 @@ def certify_implementation(
     except NotImplementedError as e:
         cert.detail = f"the implementation raised NotImplementedError ({e})"
         return cert
-    except RunCap as e:
-        cert.verdict, cert.detail = "unsupported", f"more than {e.args[0]} runs were needed (the cap): not finished"
-        cert.runs, cert.seconds = counter.runs, time.perf_counter() - t0
+    except (RunCap, Outgrown) as e:
+        grown = e if isinstance(e, Outgrown) else Outgrown(counter.runs, time.perf_counter() - t0, None, e.args[0])
+        cert.verdict, cert.detail = "outgrown", f"{grown.why()}: {size(case)[1]}"
+        cert.runs, cert.seconds = max(counter.runs, grown.runs), time.perf_counter() - t0
         return cert
     except Unsupported as e:
         cert.verdict, cert.detail = "unsupported", str(e)
@@ -515,5 +538,27 @@ def certify_implementation(
     cert.witness = witness
     cert.backend_deviation = float(max_deviation(judged, dict(law_backend)).value)
     cert.verdict = "lossless" if cert.deviation <= tol else "not lossless"
+    cert.tokens_per_cycle, cert.acceptance_rate = acceptance(law, inst.config.depth)
     cert.seconds = time.perf_counter() - t0
     return cert
+
+
+def acceptance(law: dict, depth: int) -> tuple[float, float | None]:
+    """(E|O|: tokens per cycle, E[accepted drafts] / depth: the acceptance rate) of an output
+    law (every output is its accepted drafts and one final token)."""
+    tau = float(sum(len(o) * p for o, p in law.items()) / max(sum(law.values()), 1e-300))
+    return tau, (tau - 1) / depth if depth > 0 else None
+
+
+REFERENCE_SECONDS = 10.0  # the reference's own cycle law on a case, at most (else no figure)
+
+
+def reference_tokens(case: dict) -> float | None:
+    """The reference's tokens per cycle on ``case`` (its own tree builder and verifier on the
+    same draft and target laws: RheoSampling, or the Top-K policy the case names), exactly;
+    None where its enumeration takes more than ``REFERENCE_SECONDS``."""
+    try:
+        law = reference_cycle_law(law_instance(case), deadline=Deadline(REFERENCE_SECONDS))
+    except Timeout:
+        return None
+    return float(law.tau())

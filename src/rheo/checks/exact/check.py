@@ -17,8 +17,9 @@ from rheo.checks.cases.corpus import shrunk_search
 from rheo.checks.cases.sampling import masked_prefix, sampling_configs, with_logits
 from rheo.checks.cases.space import candidate_configs
 from rheo.checks.cases.strategies import cases_from_configs, config_pool
-from rheo.checks.exact.certificate import MAX_RUNS, Certificate
-from rheo.checks.exact.certify import certify_implementation
+from rheo.checks.exact.budget import beyond_reach, case_clock, size
+from rheo.checks.exact.certificate import MAX_RUNS, TOLERANCE, Certificate
+from rheo.checks.exact.certify import certify_implementation, reference_tokens
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, case_params, law_instance
@@ -29,6 +30,7 @@ from rheo.progress import Meter
 
 SEARCH_POOL = 600  # configurations drawn before the search; the small ones the implementation supports are searched
 EXACT_MINIMUM = 1  # drawn cases always certified (the cheapest), whatever the budget: the budget is a bound
+CASE_MINIMUM = 30.0  # seconds a case certified whatever the budget may take at least (its own bound: the budget)
 
 
 def cost(case: dict) -> int:
@@ -99,18 +101,29 @@ def without_no_ops(impl: Implementation, case: dict, max_runs: int = MAX_RUNS) -
 
 
 _SCHEDULE_REFUSED: list[str] = []  # this process's first refusal for a draw schedule that changes (then: stop)
+_REPORT: list[Callable[[str], None] | None] = [None]  # where a case's own progress lines go (this process)
 
 
-def exact_case(ref: Implementation | str, case: dict, max_runs: int, deadline: float | None = None) -> Certificate:
+def exact_case(
+    ref: Implementation | str, case: dict, max_runs: int, deadline: float | None = None, alone: float | None = None
+) -> Certificate:
     """One case of the exact-certification check (a piece of work: rheo.checks.parallel); past
     ``deadline`` (``time.time()``), a case it may leave out is not started ("not reached"),
     nor is any case after one whose draws changed with the values drawn (in the same process:
-    the implementation draws by its values, and every case would say so after its own search)."""
+    the implementation draws by its values, and every case would say so after its own search).
+    A case started is bounded too (``rheo.checks.exact.budget``): by ``deadline``, or, for a
+    case certified whatever the budget (``deadline`` None), by ``alone`` seconds of its own;
+    past it the case is "outgrown", named with its size and the runs done."""
     if deadline is not None and time.time() > deadline:
         return Certificate(case, "not reached", "not reached within the exact-certification budget")
     if _SCHEDULE_REFUSED:
         return Certificate(case, "not reached", f"not started: {_SCHEDULE_REFUSED[0]}")
-    cert = certify_implementation(implementation_of(ref), case, max_runs)
+    until = deadline if deadline is not None else (None if alone is None else time.time() + alone)
+    impl = implementation_of(ref)
+    with case_clock(str(case.get("name", describe_case(case))), until, _REPORT[0]):
+        cert = certify_implementation(impl, case, max_runs)
+    if cert.verdict in ("lossless", "not lossless"):
+        cert.reference_tokens_per_cycle = reference_tokens(case)
     if cert.schedule_changed:
         _SCHEDULE_REFUSED.append(f"on {cert.name} the number of draws changed with the values drawn")
     return cert
@@ -131,19 +144,36 @@ def check_exact(
     ``budget`` (seconds), the cheapest case (``EXACT_MINIMUM``) and the last ``given`` ones
     (the user's ``--cases``: asked for by name) are certified first and always; the others,
     cheapest first, are started only while the budget lasts (the rest are "not reached",
-    named in the detail), and the search only if time is left. The budget so bounds the
-    check but for one case (and the user's) and the cases already started when it ends."""
+    named in the detail), and the search only if time is left. Every case is bounded too
+    (``rheo.checks.exact.budget``): one started while the budget lasts stops when it ends, one
+    certified always stops after the budget of its own (at least ``CASE_MINIMUM`` seconds),
+    and a case that stops so is skipped as "outgrown", named with its size and the runs done.
+    Cheapest means the least ``cost``, or, for an implementation that draws its own trees, the
+    fewest tree orders (``budget.size``); such an implementation whose cases hold trees the
+    enumeration may not afford is told so before any case starts (``budget.beyond_reach``).
+    Each certified case carries its tokens per cycle and acceptance rate, and the reference's
+    tokens per cycle on the same laws; a verifier that accepts no draft on any case says so
+    in the verdict ("lossless (exact), but accepts no draft")."""
     _SCHEDULE_REFUSED.clear()
     meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
     t0 = time.time()
     deadline = None if budget is None else t0 + budget
-    order = sorted(range(len(cases)), key=lambda i: cost(cases[i]))
+    notice = beyond_reach(cases) if _draws_own_trees(impl) else None  # said before any case starts
+    if notice and progress:
+        progress(f"  exact certification: {notice}")
+    _REPORT[0] = progress
+    own = _draws_own_trees(impl)  # its enumeration grows with every node slot's children: cheapest by that
+    order = sorted(range(len(cases)), key=lambda i: (size(cases[i])[0], cost(cases[i])) if own else cost(cases[i]))
     users = list(range(len(cases) - given, len(cases))) if given else []
     leading = users + [i for i in order[:EXACT_MINIMUM] if i not in users]
     always = set(leading)
     run_order = leading + [i for i in order if i not in always]
-    calls = [(shipped(impl), cases[i], max_runs, None if i in always else deadline) for i in run_order]
-    done_certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
+    alone = None if budget is None else max(budget, CASE_MINIMUM)
+    calls = [(shipped(impl), cases[i], max_runs, None if i in always else deadline, alone) for i in run_order]
+    try:
+        done_certs: list[Certificate] = parallel.current().map(exact_case, calls, lambda i: meter.advance())
+    finally:
+        _REPORT[0] = None
     meter.close()
     by_index = dict(zip(run_order, done_certs))
     certs = [by_index[i] for i in range(len(cases))]
@@ -156,12 +186,17 @@ def check_exact(
     refused = [c for c in certs if c.verdict == "unsupported"]
     stopped = [c for c in certs if c.verdict == "not reached" and c.detail.startswith("not started")]
     late = [c for c in certs if c.verdict == "not reached" and c not in stopped]
+    grown = [c for c in certs if c.verdict == "outgrown"]
     data: dict[str, Any] = {
         "cases": [c.to_json() for c in certs if c.verdict not in ("skipped", "not reached")],
         "certified": len(done),
         "unsupported_configurations": sum(c.verdict == "skipped" for c in certs),
         "runs": sum(c.runs for c in certs),
     }
+    if notice:
+        data["beyond_reach"] = notice
+    if grown:
+        data["outgrown"] = {c.name: c.detail for c in grown}
     if budget is not None:
         data["budget"] = {"seconds": budget, "not_reached": [c.name for c in late]}
     found = None
@@ -171,7 +206,8 @@ def check_exact(
     if search_examples:
 
         def lossy(case: dict) -> bool:
-            return certify_implementation(impl, case, max_runs).verdict == "not lossless"
+            with case_clock(describe_case(case), deadline, None):  # bounded by the check's budget
+                return certify_implementation(impl, case, max_runs).verdict == "not lossless"
 
         strategy = search_strategy(impl)
         if strategy is not None:
@@ -200,9 +236,10 @@ def check_exact(
             cert = min(bad, key=lambda c: cost(c.case))  # the smallest failing case
         where = "shrunk by Hypothesis" if found is not None else f"matrix case {cert.name}"
         line = (
-            f"not lossless (exact): deviation {cert.deviation:.3g} > tolerance {cert.tolerance:g} at sequence "
-            f"{cert.sequence} (continued {cert.continued:.6g}, target {cert.target:.6g}); {where}: "
-            f"{describe_case(cert.case)}; {cert.runs} runs, {cert.seconds:.2f} s"
+            f"not lossless (exact): deviation {cert.deviation:.3g} > tolerance {cert.tolerance:g} "
+            f"({cert.tolerance_from}) at sequence {cert.sequence} (continued {cert.continued:.6g}, target "
+            f"{cert.target:.6g}); {where}: {describe_case(cert.case)}; {cert.runs} runs, {cert.seconds:.2f} s"
+            + _unseen_rounding(cert)
         )
         payload = counterexample(impl, cert, found is not None)
         if "worst_tree" in payload:
@@ -221,6 +258,13 @@ def check_exact(
             "the output-law check decides",
             data=data,
         )
+    if not done and grown:
+        return Outcome(
+            "skip",
+            f"every case certification started outgrew its bound ({len(grown)}; first {grown[0].name}: "
+            f"{grown[0].detail}); --exact-budget raises it; the output-law check decides",
+            data=data,
+        )
     if not done:
         return Outcome("fail", f"no case of the {len(cases)} was supported: nothing is proven", data=data)
     worst = max(done, key=lambda c: c.deviation or 0.0)
@@ -229,17 +273,65 @@ def check_exact(
         searched = (
             f"; {len(late)} of {len(cases)} cases not reached within the {budget:g} s budget (--exact-budget raises it)"
         )
+    if grown:
+        named = "; ".join(f"{c.name} ({c.detail})" for c in grown[:3]) + ("; ..." if len(grown) > 3 else "")
+        searched += f"; {len(grown)} case{'s' if len(grown) > 1 else ''} skipped, outgrown: {named}"
     if data.get("search", {}).get("not_run"):
         searched += "; the Hypothesis search not run: the budget was spent"
     elif "search" in data:
         searched += f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy"
     names = ", ".join(c.name for c in done[:6]) + (", ..." if len(done) > 6 else "")
+    lowest = min(done, key=lambda c: c.precision.bits)
+    data["tolerance"], data["tolerance_from"] = lowest.tolerance, lowest.tolerance_from
+    accepts, figures = acceptance_words(done)
+    data["accepts_no_draft"] = not accepts
     return Outcome(
         "pass",
-        f"lossless (exact) on {len(done)} cases ({names}): "
-        f"largest deviation {worst.deviation:.2g} (tolerance {worst.tolerance:g}), {data['runs']} runs, "
-        f"{sum(c.seconds for c in done):.1f} s{searched}",
+        f"lossless (exact) on {len(done)} cases ({names}){'' if accepts else ', but accepts no draft'}: "
+        f"{figures}; "
+        f"largest deviation {worst.deviation:.2g}{worst.rounding} (tolerance {worst.tolerance:g}, "
+        f"{worst.tolerance_from}), {data['runs']} runs, {sum(c.seconds for c in done):.1f} s{searched}",
         data=data,
+    )
+
+
+def acceptance_words(certs: list[Certificate]) -> tuple[bool, str]:
+    """(whether any case accepts a draft, the tokens per cycle of ``certs`` in words: their
+    span and the reference's on the same laws). A verifier whose every cycle emits one token
+    (``tokens_per_cycle`` 1 on every case) is lossless only by never accepting a draft."""
+    taus = [c.tokens_per_cycle for c in certs if c.tokens_per_cycle is not None]
+    if not taus:
+        return True, "tokens per cycle not known"
+    refs = [c.reference_tokens_per_cycle for c in certs if c.reference_tokens_per_cycle is not None]
+
+    def span(xs: list[float]) -> str:
+        lo, hi = f"{min(xs):.3g}", f"{max(xs):.3g}"
+        return lo if lo == hi else f"{lo} to {hi}"
+
+    accepts = max(taus) > 1 + 1e-9
+    words = f"{span(taus)} tokens per cycle" + (f" (the reference on the same laws: {span(refs)})" if refs else "")
+    if not accepts:
+        words = f"every cycle emits one token, no draft accepted on any case; {words}"
+    return accepts, words
+
+
+def _draws_own_trees(impl: Implementation) -> bool:
+    """Whether the implementation draws its own trees (its own randomness, building trees or
+    running whole cycles): its enumeration may grow with every node slot's children."""
+    return not impl.follows_uniforms and (impl.builds_trees or impl.runs_cycles)
+
+
+def _unseen_rounding(cert: Certificate) -> str:
+    """A hint where a finding is as small as float32 rounding and the gate found only float64
+    meeting the randomness: float32 that reaches it through NumPy or ``math`` is not seen."""
+    if cert.precision.bits < 53 or cert.deviation is None or cert.deviation > TOLERANCE[24]:
+        return ""
+    if getattr(cert, "tolerance_from", "").startswith("exact_tolerance"):
+        return ""
+    return (
+        "; a deviation this small is what float32 rounding gives: if float32 values reach the randomness "
+        "through NumPy arrays or math functions (which the gate does not follow), declare exact_tolerance = 1e-6 "
+        '(docs/gate.md, "The tolerance the gate finds")'
     )
 
 

@@ -22,6 +22,7 @@ from rheo.checks import parallel
 from rheo.checks.cases.generations import generation_cases
 from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES, WITNESS_FORMAT, Certificate
 from rheo.checks.exact.certify import _choices, _roots, whole_law_tolerance
+from rheo.checks.exact.precision import Precision
 from rheo.checks.exact.tracer import RunCap, Unsupported, enumerate_runs, probe_runs
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.generation import call_generate, generation_config, generation_sequence_law, n_tokens_of
@@ -60,7 +61,7 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
     backend: dict[tuple, float] = defaultdict(float)
     seen: dict[tuple, tuple] = {}
     runs = [0]
-    bits = 53
+    bits = Precision()
     shown: list[dict] = []
 
     def run() -> tuple:
@@ -72,7 +73,7 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
             law[leaf.result] += leaf.prob
             backend[leaf.result] += leaf.prob_backend
             seen[leaf.script] = leaf.result
-            bits = min(bits, leaf.bits)
+            bits = bits.lower(leaf.precision)
         for script, out in probe_runs(run, roots, int(rng.integers(2**31)), PROBES, (impl.obj,)):
             if seen.get(script) != out:
                 raise Unsupported(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rheo.checks.exact import budget
 from rheo.checks.exact.certificate import CUT_WIDTH, PROBES
 from rheo.checks.exact.tracer import RunCap, Unsupported, below
 
@@ -24,6 +25,7 @@ class CallCounter:
 
     def tick(self) -> None:
         self.runs += 1
+        budget.tick()
         if self.runs > self.cap:
             raise RunCap(self.cap)
 

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from rheo.checks.exact.cuts import Near, below, cut_at
+from rheo.checks.exact.precision import MANTISSA_BITS, dtype_bits, operand_bits
 
-MANTISSA_BITS = {"float64": 53, "float32": 24, "bfloat16": 8, "float16": 11}
+__all__ = ["MANTISSA_BITS", "SymScalar", "Trace", "Unsupported", "ScheduleChanged", "call_site", "unsupported"]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -116,7 +117,8 @@ class Trace:
     values: list[float] = field(default_factory=list)  # probe mode: each variable's concrete value
     origins: list[str] = field(default_factory=list)
     grids: list[int] = field(default_factory=list)  # each variable's generator grid, in bits
-    bits: int = 53  # mantissa bits of the lowest-precision operand compared with a random value
+    bits: int = 53  # mantissa bits of the lowest precision that met a random value (rheo.checks.exact.precision)
+    bits_from: str = ""  # where that precision came from and where it met the randomness
     draws: int = 0
     # one-pass enumeration (``tracer.enumerate_runs``, method "fast"): an unscripted choice takes
     # its first option and leaves the others, as scripts, in ``pending`` (one group per choice)
@@ -135,7 +137,7 @@ class Trace:
         """Ready for the next run of one enumeration (its pending scripts and memo kept apart)."""
         self.script, self.prob, self.prob_backend, self.pos = script, 1.0, 1.0, 0
         self.taken, self.intervals, self.values, self.origins, self.grids = [], [], [], [], []
-        self.bits, self.draws, self.splits = 53, 0, 0
+        self.bits, self.bits_from, self.draws, self.splits = 53, "", 0, 0
         self.raced = set()
         self.chosen = []
         if self.pending is not None:
@@ -248,11 +250,25 @@ class Trace:
         self.draws += 1
         return self.choose(fingerprint, weights)
 
-    def note_dtype(self, dtype: object) -> None:
+    def note_bits(self, bits: int, origin: str, reached: str) -> None:
+        """A value of ``bits`` mantissa bits (made where ``origin`` says) met a random value
+        (``reached``: what it was, e.g. "a threshold"); the run keeps the lowest."""
+        if bits < self.bits:
+            self.bits = bits
+            self.bits_from = f"{origin or 'a value of that precision'}, reaching {reached} at {call_site()}"
+
+    def note_operand(self, x: Any, reached: str) -> None:
+        """``note_bits`` for a value that meets a random value (``precision.operand_bits``)."""
+        bits, origin = operand_bits(x)
+        if bits < self.bits:
+            self.note_bits(bits, origin, reached)
+
+    def note_dtype(self, dtype: object, reached: str = "a threshold") -> None:
         bits = _DTYPE_BITS.get(dtype)
         if bits is None:
-            bits = _DTYPE_BITS[dtype] = MANTISSA_BITS.get(str(dtype).replace("torch.", ""), 53)
-        self.bits = min(self.bits, bits)
+            bits = _DTYPE_BITS[dtype] = dtype_bits(dtype)
+        if bits < self.bits:
+            self.note_bits(bits, f"a {str(dtype).replace('torch.', '')} operand", reached)
 
 
 _DTYPE_BITS: dict[Any, int] = {}  # dtype -> mantissa bits (note_dtype)
@@ -311,11 +327,9 @@ class SymScalar:
         if isinstance(other, np.ndarray) and other.ndim > 0:
             flat = [self._cmp(x, op) for x in other.reshape(-1)]
             return np.array(flat, dtype=bool).reshape(other.shape)
-        dtype = getattr(other, "dtype", None)
-        if dtype is not None:
-            self.trace.note_dtype(dtype)
-            if getattr(other, "ndim", 0) > 0:  # a tensor: handled elementwise by __torch_function__
-                return NotImplemented
+        self.trace.note_operand(other, "a threshold")
+        if getattr(other, "dtype", None) is not None and getattr(other, "ndim", 0) > 0:
+            return NotImplemented  # a tensor: handled elementwise by __torch_function__
         f, cmp = self.f, _CMP[op]
         return self.trace.split(self.var, lambda u: bool(cmp(f(u), other)), f"{op} {self.what}", _near(self, other))
 
@@ -334,6 +348,7 @@ class SymScalar:
     def _const(self, o: Any) -> Any:
         if isinstance(o, SymScalar):
             raise unsupported(f"arithmetic on two random values ({self.what}, {o.what})")
+        self.trace.note_operand(o, "the map of a random value")
         return o
 
     def __add__(self, o: Any) -> SymScalar:
@@ -440,7 +455,7 @@ class SymScalar:
         if func is np.searchsorted and len(args) >= 2 and args[1] is self:
             a = np.asarray(args[0])
             side = kwargs.get("side", args[2] if len(args) > 2 else "left")
-            self.trace.note_dtype(a.dtype)
+            self.trace.note_operand(a, "an inverse CDF")
             f, j = self.f, 0
 
             def above(j: int) -> Callable[[float], bool]:
@@ -462,7 +477,7 @@ class SymScalar:
         sym, other, op = (a, b, name) if isinstance(a, SymScalar) else (b, a, _REFLECT[name])
         import torch  # only reached when the implementation already uses torch
 
-        sym.trace.note_dtype(other.dtype)
+        sym.trace.note_operand(other, "a threshold")
 
         def against(x: Any) -> Callable[[float], bool]:
             return lambda u: bool(_CMP[op](sym.f(u), x))

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from rheo.checks.exact.precision import precision_name
+from rheo.checks.exact.precision_torch import carried
 from rheo.checks.exact.random_values import MANTISSA_BITS, SymScalar, Trace, call_site, unsupported
 
 _SENTINEL = object()
@@ -62,6 +65,7 @@ _META = {
     "get", "size", "dim", "numel", "len", "ndimension", "is_floating_point", "element_size", "stride",
     "is_contiguous", "repr", "format", "str", "data_ptr", "nelement", "storage_offset", "requires_grad_",
 }  # fmt: skip
+_IN_PLACE_OPERATORS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or")}
 _REFUSED = {
     "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "normal_", "poisson", "random_",
     "cauchy_", "geometric_", "log_normal_", "binomial",
@@ -148,8 +152,10 @@ class SymTensor(torch.Tensor):
         if len(syms) > 1:
             raise unsupported(f"torch {name} on two random tensors ({sym._rheo_origin})")
         plain = "r" + name if name in ("add", "sub", "mul", "truediv") and args and args[0] is not sym else name
-        if name.endswith("_") and name[:-1] not in ("squeeze", "unsqueeze"):
-            raise unsupported(f"in-place torch {name} with a random tensor ({sym._rheo_origin})")
+        raw = getattr(func, "__name__", "")  # ``name`` has its underscores stripped: mul_ reads as mul
+        in_place = raw.endswith("_") and not raw.startswith("__") or raw in _IN_PLACE_OPERATORS
+        if in_place and raw.strip("_") not in ("squeeze", "unsqueeze"):
+            raise unsupported(f"in-place torch {raw} with a random tensor ({sym._rheo_origin})")
         if name in _COMPARE:
             return sym._compare(func, _COMPARE[name], args, kwargs)
         if name in ("argmax", "argmin"):
@@ -190,8 +196,8 @@ class SymTensor(torch.Tensor):
 
     def _compare(self, func: Any, op: str, args: tuple, kwargs: dict) -> torch.Tensor:
         for a in args:
-            if isinstance(a, torch.Tensor) and a is not self:
-                self._rheo_trace.note_dtype(a.dtype)
+            if a is not self:
+                self._rheo_trace.note_operand(a, "a threshold")
         with torch._C.DisableTorchFunctionSubclass():
             shape = func(*args, **kwargs).shape
             vars_b = torch.broadcast_to(self._rheo_vars, shape).reshape(-1).tolist()
@@ -240,7 +246,7 @@ class SymTensor(torch.Tensor):
     def _searchsorted(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
         """Inverse CDF: each index is a nondecreasing step function of its variable,
         resolved one step at a time."""
-        self._rheo_trace.note_dtype(args[0].dtype)
+        self._rheo_trace.note_operand(args[0], "an inverse CDF")
         with torch._C.DisableTorchFunctionSubclass():
             shape = func(*args, **kwargs).shape
             vars_b = self._rheo_vars.reshape(-1).tolist()
@@ -277,34 +283,57 @@ class SymTensor(torch.Tensor):
             arr = [arr[i : i + n] for i in range(0, len(arr), n)]
         return arr
 
-    def _race_row(self, kind: str, name: str, dim: Any) -> tuple[list[float], Callable[[float], float], list[int]]:
-        """The weights of a race over this tensor's elements (largest score first for
-        "argmax", smallest for "argmin"), the E each element's uniform is mapped to, and the
-        elements' variables; refused where it is no race, or where its values were compared
-        before (a race needs untouched uniforms) or raced already."""
-        shape = self._rheo_vars.shape
-        if dim is not None and any(s != 1 for i, s in enumerate(shape) if i != dim % len(shape)):
-            raise unsupported(f"torch race ({name}) over a batch of random rows ({self._rheo_origin})")
-        flat_vars = self._rheo_vars.reshape(-1).tolist()
+    def _race_rows(self, kind: str, name: str, dim: Any) -> list[_RaceRow]:
+        """The races over this tensor's elements (largest score first for "argmax", smallest
+        for "argmin"): the whole tensor for ``dim`` None, else one per row along ``dim`` (a
+        batch of rows drawn by one call, each row a race of its own: the rows are separated
+        before any weight counts). Each row's weights, the E each element's uniform is mapped
+        to, and its variables; refused where a row is no race, or where its values were
+        compared before (a race needs untouched uniforms), raced already, or shared with
+        another element of the race."""
+        vars_ = self._rheo_vars
+        if dim is None or vars_.dim() == 0:
+            rows = vars_.reshape(1, -1)
+        else:
+            rows = vars_.movedim(dim % vars_.dim(), -1).reshape(-1, vars_.shape[dim % vars_.dim()])
+        flat_vars = rows.reshape(-1).tolist()
         if len(set(flat_vars)) != len(flat_vars):
             raise unsupported(f"torch {name} over elements that share a random value ({self._rheo_origin})")
         trace = self._rheo_trace
         if any(v in trace.raced or trace.intervals[v] != [0.0, 1.0] for v in flat_vars):
             raise unsupported(f"torch {name} over random values already compared or raced ({self._rheo_origin})")
+        trace.note_operand(self, "a race")  # its keys' constants (log q), the precision of the keys
+        trace.note_dtype(self.dtype, "a race")
+        grid = trace.grids[flat_vars[0]]  # and its uniforms carry their generator's grid
+        trace.note_bits(grid, f"{self._rheo_origin} drawn in {precision_name(grid)}", "a race")
         us = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
         with torch._C.DisableTorchFunctionSubclass():
-            F = torch.stack([self._rheo_at(u).reshape(-1).double() for u in us]).cpu()
+            at = [self._rheo_at(u) for u in us]
+            bits = MANTISSA_BITS.get(str(at[0].dtype).replace("torch.", ""), 53)
+            F = torch.stack([x.double() for x in at]).cpu()
+            if dim is not None and vars_.dim() > 0:
+                F = F.movedim(dim % vars_.dim() + 1, -1)
+            F = F.reshape(len(us), rows.shape[0], rows.shape[1])
             base = torch.tensor(
                 [float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item()) for u in us],
                 dtype=torch.float64,
             )
-        fit = _race_fit(F, base, kind)
-        if fit is None:
-            raise unsupported(
-                f"torch {name} over random values that are neither an exponential race (p / E) nor a Gumbel-max "
-                f"(log p + G) ({self._rheo_origin})"
-            )
-        weights, which = fit
+        out = []
+        for r in range(rows.shape[0]):
+            fit = _race_fit(F[:, r], base, kind, rows.shape[0] > 1, bits)
+            if fit is None:
+                where = f" (row {r} of {rows.shape[0]})" if rows.shape[0] > 1 else ""
+                raise unsupported(
+                    f"torch {name} over random values that are neither an exponential race (p / E) nor a Gumbel-max "
+                    f"(log p + G){where} ({self._rheo_origin})"
+                )
+            weights, which = fit
+            out.append(_RaceRow(weights, self._exp_of(which), rows[r].tolist()))
+        trace.raced.update(flat_vars)
+        return out
+
+    def _exp_of(self, which: int) -> Callable[[float], float]:
+        """The E a uniform u is mapped to by the race's form (``_race_fit``'s ``which``)."""
 
         def exp_of(u: float) -> float:
             if which == 0:
@@ -312,14 +341,14 @@ class SymTensor(torch.Tensor):
                     return float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item())
             return -math.log(u) if which == 1 else -math.log1p(-u)
 
-        trace.raced.update(flat_vars)
-        return weights, exp_of, flat_vars
+        return exp_of
 
     def _order(self, name: str, args: tuple, kwargs: dict) -> Any:
-        """``topk``, ``sort``, ``argsort`` over a race: its places drawn one after another
-        without replacement (Plackett-Luce), each a categorical choice over the weights not
-        drawn yet; the result is the real operation's on values that finish in that order
-        (the ``values`` refuse any use: their size is not part of the law)."""
+        """``topk``, ``sort``, ``argsort`` over a race (or a batch of rows, each its own race):
+        its places drawn one after another without replacement (Plackett-Luce), each a
+        categorical choice over the weights not drawn yet; the result is the real operation's
+        on values that finish in that order (the ``values`` refuse any use: their size is not
+        part of the law)."""
         if name == "topk":
             k = int(_arg(args, kwargs, 1, "k", 1))
             dim = _arg(args, kwargs, 2, "dim", -1)
@@ -328,55 +357,78 @@ class SymTensor(torch.Tensor):
             k = None
             dim = _arg(args, kwargs, 1, "dim", -1)
             largest = bool(_arg(args, kwargs, 2, "descending", False))
-        weights, exp_of, flat_vars = self._race_row("argmax" if largest else "argmin", name, dim)
-        trace, n = self._rheo_trace, len(weights)
-        live = [j for j in range(n) if weights[j] > 0]
-        places = len(live) if k is None else min(k, len(live))
-        real: list[int] | None = None
+        races = self._race_rows("argmax" if largest else "argmin", name, dim)
+        trace = self._rheo_trace
+        real: torch.Tensor | None = None
         if trace.rng is not None:  # probe mode: the data are the values; their own order is forced
             with torch._C.DisableTorchFunctionSubclass():
-                real = torch.argsort(self.reshape(-1).double(), descending=largest, stable=True).tolist()
-        left, order = list(weights), []
-        for i in range(places):
-            forced = real[i] if real is not None and left[real[i]] > 0 else None
-            trace.draws += 1
-            j = trace.choose(f"{name} place {i} {self._rheo_origin}", left, forced)
-            order.append(j)
-            left[j] = 0.0
-        rest = [j for j in live if j not in order]
-        full = order + rest
-        scores = {j: weights[j] * 2.0**i for i, j in enumerate(full)}
-        top = max(scores.values())
-        values = {flat_vars[j]: _inverse(exp_of, 4 * scores[j] / top) for j in full}
+                data = self.double() if self.dim() == 0 else self.movedim(dim % self.dim(), -1).double()
+                real = torch.argsort(data.reshape(len(races), -1), descending=largest, stable=True)
+        values: dict[int, float] = {}
+        wanted: list[tuple[list[int], list[int], int]] = []
+        for r, race in enumerate(races):
+            weights, n = race.weights, len(race.weights)
+            live = [j for j in range(n) if weights[j] > 0]
+            places = len(live) if k is None else min(k, len(live))
+            row = f" row {r}" if len(races) > 1 else ""
+            left, order = list(weights), []
+            for i in range(places):
+                forced = None
+                if real is not None:
+                    j_real = int(real[r, i])
+                    forced = j_real if left[j_real] > 0 else None
+                trace.draws += 1
+                j = trace.choose(f"{name}{row} place {i} {self._rheo_origin}", left, forced)
+                order.append(j)
+                left[j] = 0.0
+            full = order + [j for j in live if j not in order]
+            scores = {j: weights[j] * 2.0**i for i, j in enumerate(full)}
+            top = max(scores.values(), default=1.0)
+            values.update({race.vars[j]: _inverse(race.exp_of, 4 * scores[j] / top) for j in full})
+            wanted.append((order, full, places))
         with torch._C.DisableTorchFunctionSubclass():
             rep = self._rheo_at_values(values).reshape(self.shape)
             out = getattr(torch, name)(rep, *args[1:], **kwargs)
             idx = out if name == "argsort" else out[1]
-            got = idx.reshape(-1).tolist()
-        if got[:places] != order or (k is None and got[: len(live)] != full):
-            raise unsupported(
-                f"torch {name} over a race did not keep the order its values were chosen in ({self._rheo_origin})"
-            )
+            got_rows = (idx if idx.dim() == 0 else idx.movedim(dim % idx.dim(), -1)).reshape(len(races), -1).tolist()
+        for (order, full, places), got in zip(wanted, got_rows):
+            if got[:places] != order or (k is None and got[: len(full)] != full):
+                raise unsupported(
+                    f"torch {name} over a race did not keep the order its values were chosen in ({self._rheo_origin})"
+                )
         if name == "argsort":
             return idx
         poisoned = _RaceValues.of(out[0], self._rheo_origin)
         return type(out)((poisoned, idx))
 
     def _race(self, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
-        """argmax / argmin over independent random elements: categorical when each element
-        is the exponential race p_k / E_k (or E_k / p_k for argmin) or the Gumbel-max
-        c_k + G_k (an element of weight 0, -inf for argmax, never wins)."""
+        """argmax / argmin over independent random elements (along ``dim``, each row its own
+        race): categorical when each element is the exponential race p_k / E_k (or E_k / p_k
+        for argmin), the Gumbel-max c_k + G_k, or u_k^(1/p_k) (an element of weight 0, -inf
+        for argmax, never wins)."""
         dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
         keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
         shape = self._rheo_vars.shape
-        weights, _, _ = self._race_row(name, name, dim)
-        k = self._rheo_trace.categorical(weights, f"{name} race {self._rheo_origin}")
-        out = torch.tensor(k if dim is None else [k], device=self._rheo_vars.device)
-        if dim is not None:
-            target = list(shape)
-            target[dim % len(shape)] = 1
-            out = out.reshape(target if keepdim else [s for i, s in enumerate(target) if i != dim % len(shape)])
-        return out
+        races = self._race_rows(name, name, dim)
+        picks = []
+        for r, race in enumerate(races):
+            row = f" row {r}" if len(races) > 1 else ""
+            picks.append(self._rheo_trace.categorical(race.weights, f"{name}{row} race {self._rheo_origin}"))
+        if dim is None or len(shape) == 0:
+            return torch.tensor(picks[0], device=self._rheo_vars.device)
+        d = dim % len(shape)
+        rest = [s for i, s in enumerate(shape) if i != d]
+        out = torch.tensor(picks, device=self._rheo_vars.device).reshape(rest)
+        return out.unsqueeze(d) if keepdim else out
+
+
+@dataclass
+class _RaceRow:
+    """One race of a ``SymTensor``: its weights, the E of a uniform, its elements' variables."""
+
+    weights: list[float]
+    exp_of: Callable[[float], float]
+    vars: list[int]
 
 
 class _RaceValues(torch.Tensor):
@@ -416,42 +468,55 @@ def _inverse(exp_of: Callable[[float], float], E: float) -> float:
     return (lo + hi) / 2
 
 
-def _constant(cols: torch.Tensor) -> torch.Tensor | None:
-    """The per-column value when each column of ``cols`` is constant (relative 1e-9)."""
+def _constant(cols: torch.Tensor, rtol: float = 1e-9) -> torch.Tensor | None:
+    """The per-column value when each column of ``cols`` is constant (relative ``rtol``)."""
     first = cols[0]
-    ok = torch.isfinite(cols).all() and torch.allclose(cols, first.expand_as(cols), rtol=1e-9, atol=1e-12)
+    ok = torch.isfinite(cols).all() and torch.allclose(cols, first.expand_as(cols), rtol=rtol, atol=rtol * 1e-3)
     return first if ok else None
 
 
-def _race_fit(F: torch.Tensor, base: torch.Tensor, name: str) -> tuple[list[float], int] | None:
-    """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E or c_k + Gumbel (argmax),
-    E / W_k (argmin), with E an exponential variable that is ``base`` (0), -log u (1) or
-    -log(1 - u) (2) of the uniform; and which E it is. An element that is -inf throughout
-    (argmax; +inf for argmin) has weight 0."""
+RACE_RTOL = {53: 1e-9, 24: 1e-5}  # a race form's fit, by the float bits its keys were computed in (16-bit: 1e-2)
+
+
+def _race_fit(
+    F: torch.Tensor, base: torch.Tensor, name: str, batch: bool = False, bits: int = 53
+) -> tuple[list[float], int] | None:
+    """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E, c_k + Gumbel or
+    u^(1/W_k) (argmax), E / W_k (argmin), with E an exponential variable that is ``base``
+    (0), -log u (1) or -log(1 - u) (2) of the uniform; and which E it is. An element that is
+    -inf throughout (argmax; +inf for argmin), or 0 throughout in the form u^(1/W), has
+    weight 0. A row of a ``batch`` whose every element has weight 0 is no race (weights all
+    0: it draws nothing); alone, it is refused. ``bits``: the precision F was computed in
+    (the fit's tolerance, ``RACE_RTOL``)."""
+    rtol = RACE_RTOL.get(bits, 1e-2 if bits < 24 else 1e-5)
     u = torch.tensor([0.05, 0.2, 0.4, 0.6, 0.8, 0.95], dtype=torch.float64)
-    never = bool(torch.isneginf(F).all()) if name == "argmax" else bool(torch.isposinf(F).all())
     dead = (torch.isneginf(F) if name == "argmax" else torch.isposinf(F)).all(0)
-    if never:
-        return None
+    if bool(dead.all()):
+        return ([0.0] * F.shape[1], 1) if batch else None
     G = F[:, ~dead]
+    forms = [G]
+    if name == "argmax" and bool(((G >= 0) & (G < 1)).all()):
+        with torch.no_grad():
+            forms.append(-1 / torch.log(G))  # u^(1/W) = exp(-E / W): -1 / log of it is W / E (0 where W = 0)
     exps = [base, -torch.log(u), -torch.log1p(-u)]
-    for which, E in enumerate(exps):
-        if not bool((E > 0).all()):
-            continue
-        E = E[:, None]
-        w: torch.Tensor | None = None
-        if name == "argmax":
-            w = _constant(G * E)  # F = W / E
-            if w is None or not bool((w >= 0).all()):
-                c = _constant(G + torch.log(E))  # F = c + G, G = -log E
-                w = None if c is None else torch.exp(c - c.max())
-        else:
-            inv = _constant(G / E)  # F = E / W
-            w = None if inv is None or not bool((inv > 0).all()) else 1 / inv
-        if w is not None:
-            out = torch.zeros(F.shape[1], dtype=torch.float64)
-            out[~dead] = w
-            return out.tolist(), which
+    for H in forms:
+        for which, E in enumerate(exps):
+            if not bool((E > 0).all()):
+                continue
+            E = E[:, None]
+            w: torch.Tensor | None = None
+            if name == "argmax":
+                w = _constant(H * E, rtol)  # F = W / E
+                if w is None or not bool((w >= 0).all()):
+                    c = _constant(H + torch.log(E), rtol)  # F = c + G, G = -log E
+                    w = None if c is None else torch.exp(c - c.max())
+            else:
+                inv = _constant(H / E, rtol)  # F = E / W
+                w = None if inv is None or not bool((inv > 0).all()) else 1 / inv
+            if w is not None and bool((w > 0).any()):
+                out = torch.zeros(F.shape[1], dtype=torch.float64)
+                out[~dead] = w
+                return out.tolist(), which
     return None
 
 
@@ -498,7 +563,7 @@ class RandomMode(TorchFunctionMode):
         except TypeError:  # not hashable
             plain = False
         if plain:
-            return func(*args, **(kwargs or {}))
+            return carried(func, args, kwargs, func(*args, **(kwargs or {})), self.trace)
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name not in _RANDOM:
@@ -506,7 +571,7 @@ class RandomMode(TorchFunctionMode):
                 _PLAIN.add(func)
             except TypeError:  # looked up by name each time
                 pass
-            return func(*args, **kwargs)
+            return carried(func, args, kwargs, func(*args, **kwargs), self.trace)
         if name in ("rand", "rand_like"):
             return _make_sym(self.trace, func(*args, **kwargs), f"torch.{name}", lambda u: u, plain=True)
         if name == "uniform_":
@@ -531,7 +596,7 @@ class RandomMode(TorchFunctionMode):
         replacement = bool(_arg(args, kwargs, 2, "replacement", False))
         if isinstance(probs, SymTensor):
             raise unsupported("torch.multinomial with random weights")
-        self.trace.note_dtype(probs.dtype)
+        self.trace.note_operand(probs, "the weights of a categorical draw")
         rows = probs.detach().double().cpu().reshape(-1, probs.shape[-1]).tolist()
         picks = []
         for row in rows:

@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from rheo.checks.exact import budget
+from rheo.checks.exact.precision import Precision
 from rheo.checks.exact.random_values import (
     _ORIGINALS,
     SymGenerator,
@@ -163,6 +165,11 @@ class Leaf:
     bits: int
     prob_backend: float  # every uniform on its generator's grid
     steps: tuple = ()  # the witness: each choice's weights (the options with weight), option and fingerprint
+    bits_from: str = ""  # where the lowest precision that met a random value came from (Trace.bits_from)
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(self.bits, self.bits_from)
 
 
 class RunCap(Exception):
@@ -201,6 +208,7 @@ def enumerate_runs(
     trace = Trace(near_cuts=True, pending=[], memo={})
     leaves = []
     stack: list[tuple[tuple[int, str], ...]] = [()]
+    mass = 0.0  # the probability of the leaves so far: the share of the enumeration done
     with intercepted(trace, roots, objects):
         while stack:
             script = stack.pop()
@@ -209,8 +217,18 @@ def enumerate_runs(
                 raise RunCap(max_runs)
             trace.restart(script)
             result = fn()
+            mass += trace.prob
+            budget.tick(min(mass, 1.0))
             leaves.append(
-                Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend, tuple(trace.chosen))
+                Leaf(
+                    trace.prob,
+                    result,
+                    tuple(trace.taken),
+                    trace.bits,
+                    trace.prob_backend,
+                    tuple(trace.chosen),
+                    trace.bits_from,
+                )
             )
             for group in trace.pending or ():  # each choice's other options, the last choice's on top
                 stack.extend(reversed(group))
@@ -227,13 +245,16 @@ def _replayed(
         if counter[0] > max_runs:
             raise RunCap(max_runs)
         trace = Trace(script)
+        budget.tick()
         try:
             with intercepted(trace, roots, objects):
                 result = fn()
         except _Branch as b:
             stack.extend(script + (o,) for o in reversed(b.options))
             continue
-        yield Leaf(trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend, tuple(trace.chosen))
+        yield Leaf(
+            trace.prob, result, tuple(trace.taken), trace.bits, trace.prob_backend, tuple(trace.chosen), trace.bits_from
+        )
 
 
 def probe_runs(

@@ -80,8 +80,9 @@ Optional:
 - ``follows_uniforms = False``: it draws its own randomness, so decision equality is not
   run (exact certification follows its draws, ``rheo.checks.exact``; the output law
   samples it).
-- ``exact_tolerance``: the float tolerance of exact certification (default 1e-9 when every
-  random value is compared in float64, 1e-6 with a float32 operand).
+- ``exact_tolerance``: overrides the float tolerance of exact certification, which the gate
+  finds itself from the lowest precision that met a random value in the run (1e-9 float64,
+  1e-6 float32; ``rheo.checks.exact.precision``).
 - ``implements_spec = True``: it claims to implement docs/spec.md's algorithm itself, so
   its cycle law must equal the reference's; only then is the cycle-law check run (it is not
   listed otherwise: a lossless implementation of another algorithm has another cycle law).

@@ -53,17 +53,26 @@ TICK = 1000  # cycles between the progress meter's ticks
 
 
 def continued_outputs(
-    impl: Implementation, inst: Instance, cycles: int, rng: np.random.Generator, progress=None, label: str = ""
+    impl: Implementation,
+    inst: Instance,
+    cycles: int,
+    rng: np.random.Generator,
+    progress=None,
+    label: str = "",
+    lengths: Counter | None = None,
 ) -> Counter:
     """Counts over V^(D+1) of the implementation's cycle outputs (fresh uniforms each cycle)
     continued by exact sampling from ``inst.target_law`` (inverse CDF, docs/spec.md §7). An
     output that is empty, longer than D+1 or outside the vocabulary is counted as it is (it
-    has probability 0)."""
+    has probability 0). ``lengths``, when given, counts the outputs' own lengths (tokens per
+    cycle: accepted drafts and the final token)."""
     c, L, n = inst.config, inst.seq_len, inst.n
     cdfs: dict[tuple, np.ndarray] = {}
     counts: Counter = Counter()
     for i in range(cycles):
         seq = tuple(impl_cycle(impl, inst, Uniforms.random(rng, c.K, c.B, c.depth)))
+        if lengths is not None:
+            lengths[len(seq)] += 1
         if 1 <= len(seq) <= L and all(0 <= t < n for t in seq):
             while len(seq) < L:
                 cdf = cdfs.get(seq)
@@ -189,7 +198,50 @@ def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: i
     on ``case`` (``continued_outputs``), from the shard's own seed."""
     impl = implementation_of(ref)
     judged = judged_instance(impl, law_instance(case))
-    return continued_outputs(impl, judged, cycles, np.random.default_rng(seed))
+    lengths: Counter = Counter()
+    counts = continued_outputs(impl, judged, cycles, np.random.default_rng(seed), lengths=lengths)
+    counts.update({(LENGTH, k): m for k, m in lengths.items()})
+    return counts
+
+
+LENGTH = "output length"  # counts[(LENGTH, k)]: a shard's outputs of k tokens (no sequence is keyed by a str)
+
+
+def split_lengths(counts: Counter) -> tuple[Counter, Counter]:
+    """(the continued sequences' counts, the outputs' lengths) of a shard's summed counts."""
+    seqs: Counter = Counter()
+    lengths: Counter = Counter()
+    for key, m in counts.items():
+        if len(key) == 2 and key[0] == LENGTH:
+            lengths[key[1]] += m
+        else:
+            seqs[key] = m
+    return seqs, lengths
+
+
+def tokens_per_cycle(lengths: Counter, depth: int) -> dict | None:
+    """The sampled tokens per cycle (mean output length) and acceptance rate (mean accepted
+    drafts over the depth) of a case's outputs, with the mean's standard error; None without
+    lengths (a protocol that does not return them per cycle)."""
+    n = sum(lengths.values())
+    if not n:
+        return None
+    mean = sum(k * m for k, m in lengths.items()) / n
+    var = sum(m * (k - mean) ** 2 for k, m in lengths.items()) / max(n - 1, 1)
+    return {
+        "tokens_per_cycle": mean,
+        "standard_error": math.sqrt(var / n),
+        "acceptance_rate": (mean - 1) / depth if depth > 0 else None,
+    }
+
+
+def _accepted_words(accepted: dict | None) -> str:
+    if accepted is None:
+        return ""
+    rate = accepted["acceptance_rate"]
+    return f"; {accepted['tokens_per_cycle']:.3g} tokens per cycle" + (
+        f", acceptance rate {rate:.3g}" if rate is not None else ""
+    )
 
 
 def law_line(name: str, res: GofResult, shown: str, refuted: str) -> str:
@@ -309,6 +361,7 @@ def check_output_law(
                 return counted(impl, name, case, judged, n, seed, index[name] + PART_OFFSET * part, progress)
 
             counts, how = sized_counts(run, sizing, share, law, alpha)
+            counts, lengths = split_lengths(counts)
             gap = sampler_law_difference(judged)
         except NotImplementedError:
             unsupported.append(name)
@@ -321,7 +374,10 @@ def check_output_law(
         res = gof(counts, law, alpha)
         total += res.n
         data["cases"][name] = {**gof_json(res), "cycles": res.n, **how, "seconds": time.perf_counter() - t0}
-        lines.append(law_line(name, res, "lossless", "NOT lossless"))
+        accepted = tokens_per_cycle(lengths, inst.config.depth)
+        if accepted is not None:
+            data["cases"][name].update(accepted)
+        lines.append(law_line(name, res, "lossless", "NOT lossless") + _accepted_words(accepted))
         if gap is not None and (differs is None or gap[0] > differs["max_abs_difference"]):
             differs = {"max_abs_difference": gap[0], "case": name, "prefix": list(gap[1])}
         if res.reject and worst is None:
@@ -354,6 +410,10 @@ def check_output_law(
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
     n, head = len(data["cases"]), law_head(data["cases"], worst, cycles) + also
+    taus = [c["tokens_per_cycle"] for c in data["cases"].values() if "tokens_per_cycle" in c]
+    if taus and not worst and max(taus) <= 1:
+        data["accepts_no_draft"] = True
+        head = head.replace(" cases", " cases, but accepts no draft (one token every cycle)", 1)
     data["cycles_per_second"] = total / seconds if seconds > 0 else None
     rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
     rate += f" on {data['device']}" if rate and "device" in data else ""
