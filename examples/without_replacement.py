@@ -77,7 +77,7 @@ def _law(logits, temperature: float, dtype: torch.dtype = torch.float64) -> torc
 class _Laws:
     """``law``: the tempered softmax in the design's ``law_dtype`` (float64 here; a subclass
     with ``law_dtype = torch.float32`` is the same design as an engine computes it, its coins
-    still float64: exact certification finds the float32 itself, ``tests/test_without_replacement.py``)."""
+    still float64: exact certification finds the float32 itself, ``tests/test_found_tolerance.py``)."""
 
     law_dtype = torch.float64
 
@@ -414,6 +414,34 @@ class SampledTreeFirstLaw(SampledTree):
         return torch.as_tensor(probs[children[0]], dtype=torch.float64)
 
 
+class _Drafted:
+    """One request's draft tree as a level grows it: each node's token, parent (-1 the root)
+    and draw law (q without its earlier siblings), and the level's frontier (path, node)."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.laws: list[torch.Tensor] = []
+        self.frontier: list[tuple[tuple[int, ...], int]] = [((), -1)]
+
+    def grow(self, q: torch.Tensor, order: torch.Tensor) -> None:
+        """The frontier's children: q [n, V] its nodes' draft laws, order [n, K] their draws."""
+        following = []
+        for row, (path, parent) in enumerate(self.frontier):
+            left = q[row]
+            for x in order[row].tolist():
+                if float(left[x]) <= 0:  # every token with mass is drawn already
+                    break
+                self.tokens.append(x)
+                self.parents.append(parent)
+                self.laws.append(left)
+                rest = left.clone()
+                rest[x] = 0.0
+                left = _normalised(rest, left)
+                following.append(((*path, x), len(self.tokens) - 1))
+        self.frontier = following
+
+
 class BatchedSampledTree(_Laws):
     """Lossless: the sampled tree as an engine batches it. The draft tree is built a level at
     a time: one ``torch.rand(K ** level, V)`` call draws the Gumbel keys of every node slot of
@@ -461,35 +489,41 @@ class BatchedSampledTree(_Laws):
         return torch.topk(keys, K, dim=-1).indices
 
     def cycle(self, draft_logits, target_logits, config: dict, temperature: float) -> list[int]:
+        return self.cycle_batch(draft_logits, target_logits, config, temperature, 1)[0]
+
+    def cycle_batch(self, draft_logits, target_logits, config: dict, temperature: float, rows: int) -> list:
+        """``rows`` requests in one engine batch: every draw holds each request's rows as its
+        r-th slice along dim 0 (the ``cycle_batch`` contract), and a level's keys of every
+        request come from one ``gumbel_keys`` call (one kernel launch in examples/kernel_tree.py)."""
         K, D, V = config["K"], config["depth"], config["vocab_size"]
-        tokens: list[int] = []
-        parents: list[int] = []
-        laws: list[torch.Tensor] = []  # each child's draw law: q without its earlier siblings
-        frontier: list[tuple[tuple[int, ...], int]] = [((), -1)]  # (path, node index; -1 the root)
+        trees = [_Drafted() for _ in range(rows)]
         for level in range(D):
-            u = torch.rand(K**level, V)  # [K^level, V] float32: every slot of the level, one call
-            if not frontier:
+            slots = K**level
+            u = torch.rand(rows * slots, V)  # [rows * K^level, V] float32: every slot of the level, one call
+            live = [r for r in range(rows) if trees[r].frontier]
+            if not live:
                 continue
-            q = self.law(draft_logits([path for path, _ in frontier]), temperature)  # [n, V]
-            order = self.children_order(self.gumbel_keys(q, u[: len(frontier)]), min(K, V))  # [n, K]
-            following = []
-            for row, (path, parent) in enumerate(frontier):
-                left = q[row]
-                for x in order[row].tolist():
-                    if float(left[x]) <= 0:  # every token with mass is drawn already
-                        break
-                    tokens.append(x)
-                    parents.append(parent)
-                    laws.append(left)
-                    rest = left.clone()
-                    rest[x] = 0.0
-                    left = _normalised(rest, left)
-                    following.append(((*path, x), len(tokens) - 1))
-            frontier = following
+            paths = [path for r in live for path, _ in trees[r].frontier]
+            q = self.law(draft_logits(paths), temperature)  # [nodes of the level, V]
+            picks = [u[r * slots : r * slots + len(trees[r].frontier)] for r in live]  # [n_r, V] each
+            keys = self.gumbel_keys(q, picks[0] if len(picks) == 1 else torch.cat(picks))  # [nodes, V]
+            at = 0
+            for r in live:
+                n = len(trees[r].frontier)
+                trees[r].grow(q[at : at + n], self.children_order(keys[at : at + n], min(K, V)))  # [n, K]
+                at += n
+        coins = torch.rand(rows * D, K, dtype=torch.float64)  # [rows * D, K]: one row of K per level
+        last_u = torch.rand(rows, V, dtype=torch.float64)  # [rows, V]: the correction or the bonus
+        return [
+            self.verify_tree(trees[r], target_logits, temperature, D, coins[r * D : (r + 1) * D], last_u[r])
+            for r in range(rows)
+        ]
+
+    def verify_tree(self, tree: _Drafted, target_logits, temperature: float, D: int, coins, last_u) -> list[int]:
+        """Recursive rejection without replacement down the drafted tree: coins [D, K], last_u [V]."""
+        tokens, parents, laws = tree.tokens, tree.parents, tree.laws
         paths = [()] + [self.path(tokens, parents, i) for i in range(len(tokens))]
         ps = self.law(target_logits(paths), temperature).double()  # [1 + nodes, V]: row 0 the root
-        coins = torch.rand(D, K, dtype=torch.float64)
-        last_u = torch.rand(V, dtype=torch.float64)
         node, out = -1, []
         while True:
             children = [i for i in range(len(tokens)) if parents[i] == node]  # in draw order
@@ -527,9 +561,11 @@ class BatchedSampledTree(_Laws):
 class BatchedSampledTreeAnySize(BatchedSampledTree):
     """``BatchedSampledTree`` with every tree size admitted (K = 3, depth-3 trees at V = 3
     among them: 1.3e10 trees): what the gate does when ``supports`` admits more than exact
-    certification can enumerate (docs/gate.md, "Bounded and visible")."""
+    certification can enumerate (docs/gate.md, "Bounded and visible"); the whole gate on it
+    finishes within its budgets: exact certification 300 s, each statistical check 60 s."""
 
     MAX_ORDERS = 10**30
+    time_budget = 60  # seconds per statistical check: its cycles sized to its speed (docs/gate.md)
 
 
 class FirstRowKeys(BatchedSampledTree):

@@ -30,6 +30,8 @@ from rheo.checks.gate.coverage import supported_cases  # noqa: E402
 from rheo.checks.protocol.load import load_implementation  # noqa: E402
 from rheo.checks.witness import replay  # noqa: E402
 
+from .plackett_luce import ordered_law  # noqa: E402
+
 Q = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.1, 0.1, 0.4, 0.4], [0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
 
 
@@ -38,19 +40,6 @@ def law(fn) -> dict:
     for leaf in enumerate_runs(fn, [], 100_000, [0]):
         out[leaf.result] = out.get(leaf.result, 0.0) + leaf.prob
     return out
-
-
-def plackett_luce(w: list[float], order: tuple[int, ...]) -> float:
-    left, p = sum(w), 1.0
-    for j in order:
-        p *= w[j] / left
-        left -= w[j]
-    return p
-
-
-def ordered(w: list[float], k: int) -> dict:
-    live = [j for j in range(len(w)) if w[j] > 0]
-    return {o: plackett_luce(w, o) for o in itertools.permutations(live, min(k, len(live)))}
 
 
 @pytest.mark.parametrize(
@@ -73,7 +62,7 @@ def test_a_batch_of_rows_drawn_in_one_call_is_one_race_per_row(keys):
         return tuple(tuple(int(t) for t in row[: int((Q[r] > 0).sum().clamp(max=2))]) for r, row in enumerate(top))
 
     got = law(fn)
-    rows = [ordered(Q[r].tolist(), 2) for r in range(3)]
+    rows = [ordered_law(Q[r].tolist(), 2) for r in range(3)]
     want = {tuple(o): rows[0][o[0]] * rows[1][o[1]] * rows[2][o[2]] for o in itertools.product(*rows)}
     assert got.keys() == want.keys()
     for o, p in want.items():
@@ -92,6 +81,22 @@ def test_an_argmax_per_row_is_a_categorical_per_row_in_float32():
         assert p == pytest.approx(float(Q[0, a] * Q[1, b] * Q[2, c]), abs=1e-6)
     leaves = list(enumerate_runs(fn, [], 10_000, [0]))
     assert min(leaf.bits for leaf in leaves) == 24  # the race's float32 keys set the tolerance
+
+
+def test_a_batch_row_with_no_weight_draws_nothing_and_keepdim_keeps_the_shape():
+    """A padded row (every token of probability 0: keys -inf) draws nothing: its argmax is
+    what torch gives (token 0), the other row's law is untouched; argmax without a dim and
+    keepdim=True has torch's shape [1, 1]."""
+    q = torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+
+    def fn():
+        u = torch.rand(2, 3, dtype=torch.float64)
+        keys = q.log() - (-u.log()).log()
+        other = torch.rand(1, 3, dtype=torch.float64)
+        whole = torch.argmax(q[:1].log() - (-other.log()).log(), keepdim=True)
+        return tuple(torch.argmax(keys, dim=1).tolist()), tuple(whole.shape)
+
+    assert law(fn) == pytest.approx({((0, 0), (1, 1)): 0.25, ((1, 0), (1, 1)): 0.75}, abs=1e-12)
 
 
 def test_rows_that_share_their_uniforms_are_refused():
@@ -179,3 +184,28 @@ def test_concrete_draws_measure_a_race_where_a_rejected_first_child_hides_the_sw
     )
     cert = certify_implementation(impl, case)
     assert cert.draws == "concrete" and cert.verdict == "lossless", cert.summary()
+
+
+def test_a_coarse_concrete_split_made_finer_gives_the_symbolic_law(monkeypatch):
+    """K = 3, V = 3, depth 1: the race's order prefix read at one point (the first child
+    accepted) is one place; where a rejected first child makes the second count, the product
+    check makes the split finer and builds the tree again. The law through concrete draws then
+    equals the one the symbolic tracer enumerates on the same design, within the float32
+    tolerance both find (the concrete race's weights are measured on float32 keys, the symbolic
+    one's fitted in float64); without the finer split the case is refused ("no product")."""
+    from rheo.checks.exact.concrete import ConcreteLaw
+
+    host = load_implementation(f"{__name__}:KeysReadOnTheHost")
+    case = next(
+        c for c in supported_cases(host, "exact", "quick").cases if c["name"] == "topk K=3 V=3 D=1 B=3 R=2 T=1 ties"
+    )
+    concrete = certify_implementation(host, case)
+    symbolic = certify_implementation(_impl("BatchedSampledTree"), case)
+    assert concrete.draws == "concrete" and symbolic.draws == "symbolic"
+    assert concrete.verdict == symbolic.verdict == "lossless", (concrete.summary(), symbolic.summary())
+    assert concrete.law.keys() == symbolic.law.keys()
+    for o, p in symbolic.law.items():
+        assert concrete.law[o] == pytest.approx(p, abs=1e-6), o
+    monkeypatch.setattr(ConcreteLaw, "_refine", lambda self, node: False)
+    refused = certify_implementation(host, case)
+    assert refused.verdict == "unsupported" and "no product" in refused.detail, refused.summary()

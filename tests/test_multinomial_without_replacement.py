@@ -24,6 +24,9 @@ from rheo.checks.gate.coverage import supported_cases  # noqa: E402
 from rheo.checks.protocol.load import load_implementation  # noqa: E402
 from rheo.checks.witness import replay  # noqa: E402
 
+from .plackett_luce import ordered_law, plackett_luce  # noqa: E402
+from .test_without_replacement import SECOND_SIBLING  # noqa: E402
+
 FILTERS = ("target_top_k", "target_top_p", "target_min_p", "draft_top_k")
 Q = [0.4, 0.0, 0.2, 0.2, 0.2]  # a zero and a three-way tie
 
@@ -33,20 +36,6 @@ def _law(leaves) -> dict:
     for p, o in leaves:
         out[o] = out.get(o, 0.0) + p
     return out
-
-
-def _plackett_luce(w: list, order: tuple[int, ...]):
-    """P(the first places are ``order``), each w_j over the weight not drawn yet (floats or fractions)."""
-    left, p = sum(w), 1
-    for j in order:
-        p *= w[j] / left
-        left -= w[j]
-    return p
-
-
-def _ordered_law(w: list[float], n: int) -> dict:
-    live = [j for j in range(len(w)) if w[j] > 0]
-    return {o: _plackett_luce(w, o) for o in itertools.permutations(live, n)}
 
 
 def _concrete(call) -> dict:
@@ -63,11 +52,11 @@ def test_multinomial_without_replacement_has_the_plackett_luce_law():
     not 2/15; one that ignored the order merges (0, 2) with (2, 0)."""
     q = torch.tensor(Q, dtype=torch.float64)
     pairs = _concrete(lambda: tuple(torch.multinomial(q, 2, replacement=False).tolist()))
-    assert pairs.keys() == _ordered_law(Q, 2).keys()
-    assert pairs == pytest.approx(_ordered_law(Q, 2), abs=1e-12)
+    assert pairs.keys() == ordered_law(Q, 2).keys()
+    assert pairs == pytest.approx(ordered_law(Q, 2), abs=1e-12)
     triples = _concrete(lambda: tuple(q.multinomial(3).tolist()))
-    assert triples.keys() == _ordered_law(Q, 3).keys()
-    assert triples == pytest.approx(_ordered_law(Q, 3), abs=1e-12)
+    assert triples.keys() == ordered_law(Q, 3).keys()
+    assert triples == pytest.approx(ordered_law(Q, 3), abs=1e-12)
 
 
 def test_each_row_of_a_batched_draw_is_its_own_plackett_luce_draw():
@@ -76,8 +65,8 @@ def test_each_row_of_a_batched_draw_is_its_own_plackett_luce_draw():
     law = _concrete(lambda: tuple(map(tuple, torch.multinomial(rows, 2).tolist())))
     want = {
         (a, b): pa * pb
-        for a, pa in _ordered_law(rows[0].double().tolist(), 2).items()
-        for b, pb in _ordered_law(rows[1].double().tolist(), 2).items()
+        for a, pa in ordered_law(rows[0].double().tolist(), 2).items()
+        for b, pb in ordered_law(rows[1].double().tolist(), 2).items()
     }
     assert law == pytest.approx(want, abs=1e-12)
 
@@ -140,20 +129,9 @@ class WithReplacementRatio(MultinomialChildren):
         return q
 
 
-# The with-replacement ratio is lossy here: the first token comes out (1/5, 5/12, 23/60), not
-# p = (1/5, 9/20, 7/20) (``_first_token_law``, in fractions), so the worst sequence, (2, 1), is
-# off by 1/30 * p(1 | 2) = 1/30 * 9/20 = 3/200.
-SECOND_SIBLING = {
-    "name": "second-sibling residual",
-    "vocab_size": 3,
-    "target": {"*": ["1/5", "9/20", "7/20"]},
-    "draft": {"*": ["2/5", "3/10", "3/10"]},
-    "policy": "topk",
-    "K": 2,
-    "depth": 1,
-    "budget": 2,
-    "temperature": "1",
-}
+# On SECOND_SIBLING (from tests/test_without_replacement.py) the with-replacement ratio is lossy:
+# the first token comes out (1/5, 5/12, 23/60), not p = (1/5, 9/20, 7/20) (``_first_token_law``,
+# in fractions), so the worst sequence, (2, 1), is off by 1/30 * p(1 | 2) = 1/30 * 9/20 = 3/200.
 
 
 def _impl(name: str):
@@ -196,7 +174,7 @@ def _first_token_law(with_replacement_ratio: bool) -> list[Fraction]:
 
     out = [Fraction(0)] * 3
     for pair in itertools.permutations(range(3), 2):
-        left, r, q_i = _plackett_luce(q, pair), p, q
+        left, r, q_i = plackett_luce(q, pair), p, q
         for x in pair:
             law = q if with_replacement_ratio else q_i
             accept = min(Fraction(1), r[x] / law[x])
@@ -252,7 +230,7 @@ def test_a_row_with_fewer_tokens_of_weight_than_n_gets_what_torch_gives(dtype):
     g = torch.Generator().manual_seed(0)
     seen = {tuple(torch.multinomial(probs, 5, generator=g).tolist()) for _ in range(200)}
     assert law.keys() == seen
-    assert {o[:3]: p for o, p in law.items()} == pytest.approx(_ordered_law(probs.double().tolist(), 3), abs=1e-12)
+    assert {o[:3]: p for o, p in law.items()} == pytest.approx(ordered_law(probs.double().tolist(), 3), abs=1e-12)
 
 
 @pytest.mark.parametrize(

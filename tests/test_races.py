@@ -5,8 +5,6 @@ concrete draws; an enumeration whose cells are no product is refused, never cert
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -16,25 +14,14 @@ from rheo.checks.exact.concrete import concrete_law  # noqa: E402
 from rheo.checks.exact.random_values import Trace, Unsupported  # noqa: E402
 from rheo.checks.exact.tracer import enumerate_runs  # noqa: E402
 
+from .plackett_luce import ordered_law  # noqa: E402
+
 
 def _law(leaves) -> dict:
     out: dict = {}
     for p, o in leaves:
         out[o] = out.get(o, 0.0) + p
     return out
-
-
-def _plackett_luce(w: list[float], order: tuple[int, ...]) -> float:
-    left, p = sum(w), 1.0
-    for j in order:
-        p *= w[j] / left
-        left -= w[j]
-    return p
-
-
-def _ordered_law(w: list[float], k: int) -> dict:
-    live = [j for j in range(len(w)) if w[j] > 0]
-    return {o: _plackett_luce(w, o) for o in itertools.permutations(live, min(k, len(live)))}
 
 
 Q_SKEWED = [0.98, 0.02, 0.0]  # a light token and a zero: the mass the old enumeration misplaced is small
@@ -79,7 +66,7 @@ def test_gumbel_top_k_order_gets_the_plackett_luce_law(dtype):
         return tuple(sorted(range(4), key=lambda i: -keys[i])[:2])
 
     law = _law(concrete_law(call, None, 100_000, 24, 0)[0])
-    want = _ordered_law(q.tolist(), 2)
+    want = ordered_law(q.tolist(), 2)
     assert law.keys() == want.keys()
     for o, p in want.items():
         assert law[o] == pytest.approx(p, abs=1e-6 if dtype == torch.float32 else 1e-12)
@@ -103,7 +90,7 @@ def test_every_race_form_is_read(keys):
         return tuple(sorted(range(3), key=lambda i: -k[i]))
 
     law = _law(concrete_law(call, None, 100_000, 24, 0)[0])
-    want = _ordered_law(w.tolist(), 2)
+    want = ordered_law(w.tolist(), 2)
     assert {o[:2]: p for o, p in law.items()} == pytest.approx(want, abs=1e-12)
 
 
@@ -115,7 +102,7 @@ def test_exponential_row_in_order_gets_the_plackett_luce_law():
         return tuple(p.clone().div_(E).argsort(descending=True)[:2].tolist())
 
     law = _law(concrete_law(call, None, 100_000, 24, 0)[0])
-    want = _ordered_law(p.double().tolist(), 2)
+    want = ordered_law(p.double().tolist(), 2)
     assert law == pytest.approx(want, abs=1e-6)
 
 
@@ -155,7 +142,7 @@ def test_symbolic_topk_over_gumbel_keys_is_plackett_luce():
 
     leaves = list(enumerate_runs(call, [], 10_000, [0]))
     law = _law((leaf.prob, leaf.result) for leaf in leaves)
-    want = _ordered_law(q.tolist(), 3)
+    want = ordered_law(q.tolist(), 3)
     assert law == pytest.approx(want, abs=1e-15)
 
 

@@ -2,12 +2,15 @@
 docs/gate.md, "How many cycles").
 
 A case is enumerated under a ``CaseClock``: every run of the implementation (a symbolic run,
-a concrete evaluation, a handed-uniform call) ticks it. A tick past the case's deadline raises
+a concrete evaluation, a handed-uniform call) ticks it, and each enumeration of the case
+(the tree law, each tree's walk, the concrete draws) starts a ``part`` (the share of the mass
+a line reports is that part's). A tick past the case's deadline raises
 ``Outgrown``, which the certifier turns into a skipped case that names its size and the runs
 done; past the run cap (``MAX_RUNS``) the same. While a case runs longer than the progress
 meters' quiet period (``RHEO_PROGRESS_AFTER``, 5 s), a line at most every 10 s says how far it
 got: the runs so far, the share of the probability mass enumerated where the enumeration
-knows it, and the time left that share implies::
+knows it, and the time left that share implies (in this process: cases run as Ray tasks
+report when they end)::
 
     exact certification, topk K=3 V=3 D=3: 12,000 runs (31%), 410 runs/s, about 1 min left
 
@@ -33,9 +36,12 @@ PROGRESS_EVERY = 10.0  # seconds between a long case's progress lines
 class Outgrown(Exception):
     """The case's enumeration passed its deadline (``seconds``) or the run cap (``cap``)."""
 
-    def __init__(self, runs: int, seconds: float, share: float | None, cap: int | None = None) -> None:
-        super().__init__(runs, seconds, share, cap)
+    def __init__(
+        self, runs: int, seconds: float, share: float | None, cap: int | None = None, reason: str = ""
+    ) -> None:
+        super().__init__(runs, seconds, share, cap, reason)
         self.runs, self.seconds, self.share, self.cap = runs, seconds, share, cap
+        self.reason = reason or "outgrew the exact budget"
 
     def why(self) -> str:
         done = f"{self.runs:,} runs in {self.seconds:.0f} s"
@@ -43,18 +49,25 @@ class Outgrown(Exception):
             done += f", {percent(self.share)} of its probability mass enumerated"
         if self.cap is not None:
             return f"needed more than the {self.cap:,} runs a case may take ({done})"
-        return f"outgrew the exact budget ({done})"
+        return f"{self.reason} ({done})"
 
 
 class CaseClock:
     """One case's deadline (``time.time()``; None: none) and progress meter."""
 
-    def __init__(self, name: str, deadline: float | None, report: Callable[[str], object] | None) -> None:
-        self.deadline = deadline
+    def __init__(
+        self, name: str, deadline: float | None, report: Callable[[str], object] | None, reason: str = ""
+    ) -> None:
+        self.deadline, self.reason = deadline, reason
         self.began = time.time()
         self.runs = 0
         self.share: float | None = None
         self.meter = Meter(f"exact certification, {name}", None, report, unit="runs", every=PROGRESS_EVERY)
+
+    def part(self) -> None:
+        """A new enumeration of the case begins (the tree law, a tree's walk, concrete draws):
+        the share of the mass said so far was the last one's."""
+        self.share = None
 
     def tick(self, share: float | None = None, n: int = 1) -> None:
         """``n`` more runs; ``share``: the share of the current enumeration's mass done."""
@@ -63,7 +76,7 @@ class CaseClock:
             self.share = share
         now = time.time()
         if self.deadline is not None and now > self.deadline:
-            raise Outgrown(self.runs, now - self.began, self.share)
+            raise Outgrown(self.runs, now - self.began, self.share, reason=self.reason)
         if self.runs // 16 != before // 16:
             self.meter.update(self.runs, self.share)
 
@@ -75,15 +88,24 @@ _CLOCK: list[CaseClock] = []
 
 
 @contextmanager
-def case_clock(name: str, deadline: float | None, report: Callable[[str], object] | None) -> Iterator[CaseClock]:
-    """While inside, ``tick`` counts the runs of the case ``name`` against ``deadline``."""
-    clock = CaseClock(name, deadline, report)
+def case_clock(
+    name: str, deadline: float | None, report: Callable[[str], object] | None, reason: str = ""
+) -> Iterator[CaseClock]:
+    """While inside, ``tick`` counts the runs of the case ``name`` against ``deadline``
+    (``reason``: what a case stopped there says, by default "outgrew the exact budget")."""
+    clock = CaseClock(name, deadline, report, reason)
     _CLOCK.append(clock)
     try:
         yield clock
     finally:
         _CLOCK.pop()
         clock.close()
+
+
+def part() -> None:
+    """A new enumeration of the case under way begins (``CaseClock.part``)."""
+    if _CLOCK:
+        _CLOCK[-1].part()
 
 
 def tick(share: float | None = None, n: int = 1) -> None:
@@ -107,9 +129,11 @@ def size(case: dict) -> tuple[float, str]:
     in words) for a case dict: its worst case when an implementation draws its own trees."""
     V, K, D = int(case["vocab_size"]), int(case["K"]), int(case["depth"])
     per, n = orders(V, K), slots(K, D)
-    total = float(per) ** n
+    digits = n * math.log10(per) if per > 0 else 0.0
+    total = math.inf if digits > 300 else float(per**n)
+    trees = about(total) if math.isfinite(total) else f"1e{digits:.0f}"
     words = f"V={V}, K={K}, depth {D}: {n} node slot{'s' if n > 1 else ''} drawing children, {per} orders each"
-    return total, f"{words} (up to {about(total)} trees)" if n > 1 else words
+    return total, f"{words} (up to {trees} trees)" if n > 1 else words
 
 
 def beyond_reach(cases: list[dict]) -> str | None:

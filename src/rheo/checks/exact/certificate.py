@@ -60,7 +60,9 @@ class Certificate:
         tolerance (its deviation above float64's); "" otherwise."""
         if self.verdict != "lossless" or self.deviation is None or self.deviation <= TOLERANCE[53]:
             return ""
-        return f", up to {self.precision.name} rounding" if self.precision.bits < 53 else ", within exact_tolerance"
+        if self.tolerance_from.startswith("exact_tolerance") or self.precision.bits >= 53:
+            return ", within exact_tolerance"
+        return f", up to {self.precision.name} rounding"
 
     def summary(self) -> str:
         if self.verdict in ("lossless", "not lossless"):

@@ -48,7 +48,7 @@ from rheo.checks.protocol.watch import watched
 from rheo.reference import Uniforms, enumerate_choices
 from rheo.reference.certify import cycle_law as reference_cycle_law
 from rheo.reference.certify import max_deviation
-from rheo.reference.deadline import Deadline, Timeout
+from rheo.reference.deadline import Deadline
 from rheo.reference.instance import Instance
 from rheo.reference.tree import LabelledTree
 from rheo.reference.tree import build_tree as reference_build_tree
@@ -509,7 +509,9 @@ def certify_implementation(
         return cert
     except (RunCap, Outgrown) as e:
         grown = e if isinstance(e, Outgrown) else Outgrown(counter.runs, time.perf_counter() - t0, None, e.args[0])
-        cert.verdict, cert.detail = "outgrown", f"{grown.why()}: {size(case)[1]}"
+        own = not impl.follows_uniforms and (impl.builds_trees or impl.runs_cycles)
+        what = size(case)[1] if own else f"V={case['vocab_size']}, K={case['K']}, depth {case['depth']}"
+        cert.verdict, cert.detail = "outgrown", f"{grown.why()}: {what}"
         cert.runs, cert.seconds = max(counter.runs, grown.runs), time.perf_counter() - t0
         return cert
     except Unsupported as e:
@@ -558,7 +560,9 @@ def reference_tokens(case: dict) -> float | None:
     same draft and target laws: RheoSampling, or the Top-K policy the case names), exactly;
     None where its enumeration takes more than ``REFERENCE_SECONDS``."""
     try:
-        law = reference_cycle_law(law_instance(case), deadline=Deadline(REFERENCE_SECONDS))
-    except Timeout:
+        inst, deadline = law_instance(case), Deadline(REFERENCE_SECONDS)
+        with inst.bounded(deadline):
+            law = reference_cycle_law(inst, deadline=deadline, count_draws=False)
+        return float(law.tau())
+    except Exception:  # past its time, or a case the reference does not take: no figure, never a finding
         return None
-    return float(law.tau())

@@ -119,8 +119,9 @@ def exact_case(
     if _SCHEDULE_REFUSED:
         return Certificate(case, "not reached", f"not started: {_SCHEDULE_REFUSED[0]}")
     until = deadline if deadline is not None else (None if alone is None else time.time() + alone)
+    reason = "stopped where the check's exact budget ended" if deadline is not None else ""
     impl = implementation_of(ref)
-    with case_clock(str(case.get("name", describe_case(case))), until, _REPORT[0]):
+    with case_clock(str(case.get("name", describe_case(case))), until, _REPORT[0], reason):
         cert = certify_implementation(impl, case, max_runs)
     if cert.verdict in ("lossless", "not lossless"):
         cert.reference_tokens_per_cycle = reference_tokens(case)
@@ -158,11 +159,11 @@ def check_exact(
     meter = Meter(f"exact certification ({parallel.current().description})", len(cases), progress, unit="cases")
     t0 = time.time()
     deadline = None if budget is None else t0 + budget
-    notice = beyond_reach(cases) if _draws_own_trees(impl) else None  # said before any case starts
+    own = _draws_own_trees(impl)  # its enumeration grows with every node slot's children
+    notice = beyond_reach(cases) if own else None  # said before any case starts
     if notice and progress:
         progress(f"  exact certification: {notice}")
     _REPORT[0] = progress
-    own = _draws_own_trees(impl)  # its enumeration grows with every node slot's children: cheapest by that
     order = sorted(range(len(cases)), key=lambda i: (size(cases[i])[0], cost(cases[i])) if own else cost(cases[i]))
     users = list(range(len(cases) - given, len(cases))) if given else []
     leading = users + [i for i in order[:EXACT_MINIMUM] if i not in users]
@@ -204,15 +205,20 @@ def check_exact(
         data["search"] = {"examples": search_examples, "seed": seed, "found": False, "not_run": "budget spent"}
         search_examples = 0
     if search_examples:
+        cut_short = [0]  # examples stopped by the check's budget: not searched
 
         def lossy(case: dict) -> bool:
             with case_clock(describe_case(case), deadline, None):  # bounded by the check's budget
-                return certify_implementation(impl, case, max_runs).verdict == "not lossless"
+                verdict = certify_implementation(impl, case, max_runs).verdict
+            cut_short[0] += verdict == "outgrown"
+            return verdict == "not lossless"
 
         strategy = search_strategy(impl)
         if strategy is not None:
             found, seed = shrunk_search(strategy, lossy, search_examples, seed)
             data["search"] = {"examples": search_examples, "seed": seed, "found": found is not None}
+            if cut_short[0]:
+                data["search"]["cut_short"] = cut_short[0]
     crashed = [c for c in certs if c.verdict == "crashed"]
     crashes = [
         {"check": "exact certification", "implementation": impl.name, **c.to_json(), "case": c.case} for c in crashed
@@ -252,10 +258,17 @@ def check_exact(
         rest = f"; the other {len(stopped)} cases were not started: fix the draw schedule first" if stopped else ""
         if stopped:
             data["not_started"] = [c.name for c in stopped]
+        besides = ""
+        if done:  # what it did certify, and why the rest stopped
+            besides = f"; {len(done)} of {len(cases)} cases certified lossless (exact) besides"
+            if late:
+                besides += f", {len(late)} not reached within the {budget:g} s budget"
+            if grown:
+                besides += f", {len(grown)} outgrown"
         return Outcome(
             "skip",
             f"could not be followed exactly on {refused[0].name}: {refused[0].detail}{rest}; "
-            "the output-law check decides",
+            f"the output-law check decides{besides}",
             data=data,
         )
     if not done and grown:
@@ -278,6 +291,11 @@ def check_exact(
         searched += f"; {len(grown)} case{'s' if len(grown) > 1 else ''} skipped, outgrown: {named}"
     if data.get("search", {}).get("not_run"):
         searched += "; the Hypothesis search not run: the budget was spent"
+    elif data.get("search", {}).get("cut_short"):
+        searched += (
+            f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy, "
+            f"{data['search']['cut_short']} of them cut short by the budget"
+        )
     elif "search" in data:
         searched += f"; a Hypothesis search of {search_examples} small cases (seed {seed}) found none lossy"
     names = ", ".join(c.name for c in done[:6]) + (", ..." if len(done) > 6 else "")
@@ -329,8 +347,9 @@ def _unseen_rounding(cert: Certificate) -> str:
     if getattr(cert, "tolerance_from", "").startswith("exact_tolerance"):
         return ""
     return (
-        "; a deviation this small is what float32 rounding gives: if float32 values reach the randomness "
-        "through NumPy arrays or math functions (which the gate does not follow), declare exact_tolerance = 1e-6 "
+        "; the gate found only float64 meeting the randomness, so this is a finding; only if your code "
+        "reads float32 values into NumPy float64 arrays or math functions before they meet a random value "
+        "(which the gate does not follow) is it float32 rounding, and exact_tolerance = 1e-6 says so "
         '(docs/gate.md, "The tolerance the gate finds")'
     )
 

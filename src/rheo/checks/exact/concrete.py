@@ -261,10 +261,8 @@ class ConcreteLaw(RaceSplits):
         at 0 and at its top. Two options with the same output here may differ further on (a
         draft token rejected here may be accepted at another uniform): they share a part only
         if they agree in all three."""
-        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id not in ids]
         keys = [[_h(o)] for o in outs]
-        for ends in ("low", "top"):
-            ctx = {u.id: 0 if ends == "low" else (1 << u.grid) - 1 for u in free}
+        for ctx in self.free_ends(point, ids) or [{}, {}]:
             mine = [{k: x for k, x in p.items() if k in ids} for p in points]
             for key, run in zip(keys, self.eval([{**point, **ctx, **m} for m in mine])):
                 key.append(_h(run.output))
@@ -529,6 +527,7 @@ def concrete_law(
     layout = Layout()
     runs = [0]
     state = {"rows": call_rows is not None}
+    budget.part()
 
     def tick(n: int) -> None:
         runs[0] += n

@@ -184,6 +184,14 @@ class RaceSplits:
             w[j] = 4 * c / scale
         return w
 
+    def free_ends(self, point: Assign, ids: tuple[int, ...]) -> list[Assign]:
+        """The two contexts of a split besides ``point`` itself: every uniform that neither
+        ``point`` nor the split's blocks ``ids`` fix, at 0 and at its top (none: [])."""
+        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id not in ids]
+        if not free:
+            return []
+        return [{u.id: 0 for u in free}, {u.id: (1 << u.grid) - 1 for u in free}]
+
     def _revealing(self, v: RaceView, point: Assign, scale: float) -> tuple[Assign, Any, list[Any], list[int]]:
         """The context the race's weights are measured in: ``point`` as it is, or with every
         uniform it does not fix at 0, or at its top (``_keys``'s contexts), whichever tells
@@ -195,10 +203,7 @@ class RaceSplits:
         taken (the first of equals). (point with the context, the leader's output, each
         token's output, the tokens that change it)."""
         V = v.size
-        free = [u for u in self.layout.blocks if u.kind == "u" and u.id not in point and u.id not in v.ids]
-        contexts: list[Assign] = [{}] + (
-            [{u.id: end(u) for u in free} for end in (lambda u: 0, lambda u: (1 << u.grid) - 1)] if free else []
-        )
+        contexts = [{}, *self.free_ends(point, v.ids)]
         best: tuple[Assign, Any, list[Any], list[int]] | None = None
         best_score = (-1, False)
         for ctx in contexts:

@@ -6,8 +6,8 @@ the target by float32 rounding, and the verdict's tolerance must follow it. Wher
 value that meets a random value is float64 end to end, the tolerance stays float64's, so
 that a deviation of 1e-6 in float64 arithmetic is still a finding.
 
-How a precision travels (``propagate``, called by the tracer's torch mode after each torch
-call of a run): every floating tensor has its dtype's mantissa bits, or fewer where it was
+How a precision travels (``precision_torch.carried``, called by the tracer's torch mode after
+each torch call of a run): every floating tensor has its dtype's mantissa bits, or fewer where it was
 computed from lower-precision values (``x32.double()``, ``p / q32``): those carry
 ``_rheo_bits`` and ``_rheo_from`` (the call that first made the lower precision, with its
 file:line). A Python number read from such a tensor (``.item()``, ``float()``, ``.tolist()``)
@@ -21,10 +21,11 @@ ones, or through ``math`` functions of a tainted float; there, ``exact_tolerance
 implementation says it (docs/adapters.md).
 
 Worked example (``examples/without_replacement.py``, ``BatchedSampledTree``): the draft law
-is ``softmax(logits.float() / T)`` (``Tensor.float`` at its line: 24 bits), each child's law
-is promoted with ``.double()`` and the coin test ``coin * q_i[x] <= r[x]`` meets it: the
-run's precision is float32, "Tensor.float in float32 at without_replacement.py:NN, reaching
-the map of a random value at without_replacement.py:MM", and the tolerance 1e-6.
+is ``softmax(torch.as_tensor(logits, dtype=torch.float32) / T)`` (the ``as_tensor`` call
+makes float32 from the gate's float64 logits: 24 bits), and its log is a constant in the
+map of the Gumbel keys' uniforms: the run's precision is float32, "torch as_tensor in
+float32 at examples/without_replacement.py:<the line of _law>, reaching the map of a random
+value at <the keys' line>", and the tolerance 1e-6.
 """
 
 from __future__ import annotations
@@ -125,7 +126,22 @@ class Tainted(float):
         return self._with(float.__rtruediv__(self, o), o)
 
     def __pow__(self, o: Any, mod: Any = None) -> Any:
-        return self._with(float.__pow__(self, o), o)
+        return self._with(float.__pow__(self, o, mod), o)
+
+    def __rpow__(self, o: Any, mod: Any = None) -> Any:
+        return self._with(float.__rpow__(self, o, mod), o)
+
+    def __floordiv__(self, o: Any) -> Any:
+        return self._with(float.__floordiv__(self, o), o)
+
+    def __rfloordiv__(self, o: Any) -> Any:
+        return self._with(float.__rfloordiv__(self, o), o)
+
+    def __mod__(self, o: Any) -> Any:
+        return self._with(float.__mod__(self, o), o)
+
+    def __rmod__(self, o: Any) -> Any:
+        return self._with(float.__rmod__(self, o), o)
 
     def __neg__(self) -> Any:
         return self._with(-float(self), None)
@@ -152,3 +168,13 @@ def operand_bits(x: Any) -> tuple[int, str]:
         return 53, ""
     kind = "tensor" if type(x).__module__.startswith("torch") else "array"
     return b, f"a {precision_name(b)} {kind}"
+
+
+def note_weights(trace: Any, weights: Any) -> None:
+    """The precision of a categorical draw's weights met the randomness: an array's dtype, or
+    the lowest of a list's ``Tainted`` floats (``trace``: a ``random_values.Trace``)."""
+    if isinstance(weights, (list, tuple)):
+        for x in weights:
+            note_weights(trace, x)
+    else:
+        trace.note_operand(weights, "the weights of a categorical draw")

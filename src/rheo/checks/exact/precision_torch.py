@@ -35,8 +35,7 @@ def _operands(args: tuple, kwargs: dict) -> tuple[int, str, bool]:
     bits, origin, random = 53, "", False
     for group in (args, tuple(kwargs.values()) if kwargs else ()):
         for x in group:
-            items = x if isinstance(x, (list, tuple)) else (x,)
-            for y in items:
+            for y in _flat(x):
                 if _random(y):
                     random = True
                     b = y.__dict__.get("_rheo_bits", 53)
@@ -49,6 +48,16 @@ def _operands(args: tuple, kwargs: dict) -> tuple[int, str, bool]:
                 elif isinstance(y, (np.ndarray, np.floating)) and y.dtype.kind == "f" and dtype_bits(y.dtype) < bits:
                     bits, origin = operand_bits(y)
     return bits, origin, random
+
+
+def _flat(x: Any) -> Any:
+    """The operands in ``x``: itself, or the items of nested lists and tuples (a Python
+    number of a list made from ``q32.tolist()`` keeps its precision)."""
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    else:
+        yield x
 
 
 def _tensor_bits(t: torch.Tensor) -> int:

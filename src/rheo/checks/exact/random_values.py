@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from rheo.checks.exact.cuts import Near, below, cut_at
-from rheo.checks.exact.precision import MANTISSA_BITS, dtype_bits, operand_bits
+from rheo.checks.exact.precision import MANTISSA_BITS as MANTISSA_BITS  # where the other modules find it
+from rheo.checks.exact.precision import dtype_bits, note_weights, operand_bits
 
-__all__ = ["MANTISSA_BITS", "SymScalar", "Trace", "Unsupported", "ScheduleChanged", "call_site", "unsupported"]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -507,6 +507,7 @@ def _sized(make: Callable[[], Any], size: Any) -> Any:
 
 
 def _categorical(trace: Trace, weights: Any, origin: str) -> int:
+    note_weights(trace, weights)
     w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
     if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:  # the real call raises too
         raise ValueError(f"{origin}: probabilities must be finite, non-negative and not all 0, got {w}")
@@ -542,6 +543,8 @@ class SymGenerator:
 
     def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None, **kw: Any) -> Any:
         pop = np.arange(a) if isinstance(a, (int, np.integer)) else np.asarray(a)
+        if p is not None:
+            note_weights(self._trace, p)
         weights = np.ones(len(pop)) if p is None else np.asarray(p, dtype=np.float64)
         if size is None:
             return pop[_categorical(self._trace, weights, "numpy choice")]

@@ -308,12 +308,12 @@ class SymTensor(torch.Tensor):
         trace.note_bits(grid, f"{self._rheo_origin} drawn in {precision_name(grid)}", "a race")
         us = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
         with torch._C.DisableTorchFunctionSubclass():
-            at = [self._rheo_at(u) for u in us]
+            at = [self._rheo_at(u) for u in us]  # the keys with every uniform at u: 6 x self.shape
             bits = MANTISSA_BITS.get(str(at[0].dtype).replace("torch.", ""), 53)
             F = torch.stack([x.double() for x in at]).cpu()
             if dim is not None and vars_.dim() > 0:
                 F = F.movedim(dim % vars_.dim() + 1, -1)
-            F = F.reshape(len(us), rows.shape[0], rows.shape[1])
+            F = F.reshape(len(us), rows.shape[0], rows.shape[1])  # [6, R, n]: each row's keys at each u
             base = torch.tensor(
                 [float(self._rheo_base(torch.full((1,), u, dtype=torch.float64)).item()) for u in us],
                 dtype=torch.float64,
@@ -411,11 +411,21 @@ class SymTensor(torch.Tensor):
         shape = self._rheo_vars.shape
         races = self._race_rows(name, name, dim)
         picks = []
+        fixed: list[int] | None = None  # a row of a batch whose tokens all weigh 0: what the op gives there
         for r, race in enumerate(races):
+            if not any(w > 0 for w in race.weights):
+                if fixed is None:
+                    with torch._C.DisableTorchFunctionSubclass():
+                        rep = self._rheo_at(0.5).reshape(shape)
+                        real = getattr(torch, name)(rep) if dim is None else getattr(torch, name)(rep, dim)
+                        fixed = real.reshape(-1).tolist()
+                picks.append(int(fixed[r]))
+                continue
             row = f" row {r}" if len(races) > 1 else ""
             picks.append(self._rheo_trace.categorical(race.weights, f"{name}{row} race {self._rheo_origin}"))
         if dim is None or len(shape) == 0:
-            return torch.tensor(picks[0], device=self._rheo_vars.device)
+            out = torch.tensor(picks[0], device=self._rheo_vars.device)
+            return out.reshape([1] * len(shape)) if keepdim else out
         d = dim % len(shape)
         rest = [s for i, s in enumerate(shape) if i != d]
         out = torch.tensor(picks, device=self._rheo_vars.device).reshape(rest)
@@ -480,7 +490,7 @@ RACE_RTOL = {53: 1e-9, 24: 1e-5}  # a race form's fit, by the float bits its key
 
 def _race_fit(
     F: torch.Tensor, base: torch.Tensor, name: str, batch: bool = False, bits: int = 53
-) -> tuple[list[float], int] | None:
+) -> tuple[list[float], int] | None:  # F: [6, n] one row's keys at 6 values of u; base: [6] the draw's map there
     """Categorical weights of argmax/argmin(F) when F[:, k] = W_k / E, c_k + Gumbel or
     u^(1/W_k) (argmax), E / W_k (argmin), with E an exponential variable that is ``base``
     (0), -log u (1) or -log(1 - u) (2) of the uniform; and which E it is. An element that is
@@ -616,6 +626,7 @@ class RandomMode(TorchFunctionMode):
         p = _arg(args, kwargs, 1, "p", None) if name == "bernoulli_" else _arg(args, kwargs, 1, "p", target)
         if isinstance(p, SymTensor) or isinstance(target, SymTensor):
             raise unsupported(f"torch.{name} with random probabilities")
+        self.trace.note_operand(p, "the weights of a categorical draw")
         probs = torch.broadcast_to(torch.as_tensor(p, dtype=torch.float64), target.shape).reshape(-1).tolist()
         bits = [float(self.trace.categorical([1 - x, x], f"torch.{name} at {_site()}")) for x in probs]
         out = torch.tensor(bits, dtype=target.dtype, device=target.device).reshape(target.shape)

@@ -209,6 +209,7 @@ def enumerate_runs(
     leaves = []
     stack: list[tuple[tuple[int, str], ...]] = [()]
     mass = 0.0  # the probability of the leaves so far: the share of the enumeration done
+    budget.part()
     with intercepted(trace, roots, objects):
         while stack:
             script = stack.pop()
@@ -239,6 +240,7 @@ def _replayed(
     fn: Callable[[], Any], roots: list[str], max_runs: int, counter: list[int], objects: tuple
 ) -> Iterator[Leaf]:
     stack: list[tuple[tuple[int, str], ...]] = [()]
+    budget.part()
     while stack:
         script = stack.pop()
         counter[0] += 1

@@ -140,18 +140,20 @@ def thin_evidence(tvs: list[float]) -> str:
     )
 
 
-def law_head(cases: dict, worst: dict | None, cycles: int) -> str:
+def law_head(cases: dict, worst: dict | None, cycles: int, accepts: bool = True) -> str:
     """The first words of an output-law verdict: not lossless on the first rejected case, or
     lossless within the span of detectable TVs over ``cases`` (name -> ``gof_json``), saying
-    when that is thin evidence (``thin_evidence``)."""
+    when that is thin evidence (``thin_evidence``), and when no case accepted a draft
+    (``accepts`` False: one token every cycle)."""
     n = len(cases)
     tvs = sorted(c["detectable_tv"] for c in cases.values() if math.isfinite(c["detectable_tv"]))
     if worst:
         return f"not lossless on {worst['case_name']}"
+    none = "" if accepts else ", but accepts no draft (one token every cycle)"
     if tvs:
         span = f"{tvs[0]:.4f}" if f"{tvs[0]:.4f}" == f"{tvs[-1]:.4f}" else f"{tvs[0]:.4f} to {tvs[-1]:.4f}"
-        return f"lossless on {n} cases, each within detectable TV {span}{thin_evidence(tvs)}"
-    return f"lossless on {n} cases as far as {cycles} samples each show (no TV bound: single-bin laws)"
+        return f"lossless on {n} cases{none}, each within detectable TV {span}{thin_evidence(tvs)}"
+    return f"lossless on {n} cases{none} as far as {cycles} samples each show (no TV bound: single-bin laws)"
 
 
 def thin_data(cases: dict) -> dict | None:
@@ -170,14 +172,21 @@ def per_request_counts(
     seed: int,
     case_index: int,
     progress=None,
+    lengths: Counter | None = None,
 ) -> Counter:
     """One case's continued outputs through the per-request protocol, in shards of
-    ``parallel.SHARD_CYCLES`` cycles, each with its own seed (``output_law_shard``)."""
+    ``parallel.SHARD_CYCLES`` cycles, each with its own seed (``output_law_shard``);
+    ``lengths``, when given, counts the outputs' own lengths (tokens per cycle)."""
     calls = [
-        (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k))
+        (shipped(impl), case, n, parallel.shard_seed(seed, case_index, k), lengths is not None)
         for k, n in enumerate(parallel.shards(cycles, parallel.SHARD_CYCLES))
     ]
-    return metered_shards(output_law_shard, calls, f"output law, {name}", progress)
+    counts = metered_shards(output_law_shard, calls, f"output law, {name}", progress)
+    if lengths is None:
+        return counts
+    seqs, found = split_lengths(counts)
+    lengths.update(found)
+    return seqs
 
 
 def metered_shards(fn: Callable[..., Counter], calls: list[tuple], what: str, progress=None) -> Counter:
@@ -193,14 +202,16 @@ def metered_shards(fn: Callable[..., Counter], calls: list[tuple], what: str, pr
     return counts
 
 
-def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int) -> Counter:
+def output_law_shard(ref: Implementation | str, case: dict, cycles: int, seed: int, lengths: bool = False) -> Counter:
     """One shard of the output-law check: ``cycles`` continued outputs of the implementation
-    on ``case`` (``continued_outputs``), from the shard's own seed."""
+    on ``case`` (``continued_outputs``), from the shard's own seed; with ``lengths``, the
+    outputs' own lengths too, under the keys ``(LENGTH, k)`` (``split_lengths`` parts them)."""
     impl = implementation_of(ref)
     judged = judged_instance(impl, law_instance(case))
-    lengths: Counter = Counter()
-    counts = continued_outputs(impl, judged, cycles, np.random.default_rng(seed), lengths=lengths)
-    counts.update({(LENGTH, k): m for k, m in lengths.items()})
+    found: Counter | None = Counter() if lengths else None
+    counts = continued_outputs(impl, judged, cycles, np.random.default_rng(seed), lengths=found)
+    if found:
+        counts.update({(LENGTH, k): m for k, m in found.items()})
     return counts
 
 
@@ -357,11 +368,15 @@ def check_output_law(
         try:
             law = sequence_law(judged)
 
-            def run(n: int, part: int, name=name, case=case, judged=judged) -> Counter:  # part 1: the rest's seeds
-                return counted(impl, name, case, judged, n, seed, index[name] + PART_OFFSET * part, progress)
+            lengths: Counter = Counter()  # the outputs' own lengths, where the protocol gives them per cycle
+
+            def run(n: int, part: int, name=name, case=case, judged=judged, lengths=lengths) -> Counter:
+                i = index[name] + PART_OFFSET * part  # part 1: the rest's seeds
+                if counted is per_request_counts:
+                    return per_request_counts(impl, name, case, judged, n, seed, i, progress, lengths)
+                return counted(impl, name, case, judged, n, seed, i, progress)
 
             counts, how = sized_counts(run, sizing, share, law, alpha)
-            counts, lengths = split_lengths(counts)
             gap = sampler_law_difference(judged)
         except NotImplementedError:
             unsupported.append(name)
@@ -409,11 +424,11 @@ def check_output_law(
         )
     if impl.has_sampler_law:
         data["sampler_law_differs_from_spec"] = differs
-    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles) + also
     taus = [c["tokens_per_cycle"] for c in data["cases"].values() if "tokens_per_cycle" in c]
-    if taus and not worst and max(taus) <= 1:
-        data["accepts_no_draft"] = True
-        head = head.replace(" cases", " cases, but accepts no draft (one token every cycle)", 1)
+    accepts = worst is not None or not taus or max(taus) > 1
+    n, head = len(data["cases"]), law_head(data["cases"], worst, cycles, accepts) + also
+    if taus and not worst:
+        data["accepts_no_draft"] = not accepts
     data["cycles_per_second"] = total / seconds if seconds > 0 else None
     rate = f", {data['cycles_per_second']:,.0f} cycles per second" if data["cycles_per_second"] else ""
     rate += f" on {data['device']}" if rate and "device" in data else ""
