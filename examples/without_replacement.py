@@ -465,7 +465,7 @@ class BatchedSampledTree(_Laws):
 
     follows_uniforms = False
     law_dtype = torch.float32
-    MAX_ORDERS = 3_000  # every node slot's orders multiplied: the trees build_tree can return
+    MAX_ORDERS: float = 3_000  # every node slot's orders multiplied: the trees its levels can draw
 
     def supports(self, config: dict) -> bool:
         K, V, D = config["K"], config["vocab_size"], config["depth"]
@@ -564,7 +564,7 @@ class BatchedSampledTreeAnySize(BatchedSampledTree):
     certification can enumerate (docs/gate.md, "Bounded and visible"); the whole gate on it
     finishes within its budgets: exact certification 300 s, each statistical check 60 s."""
 
-    MAX_ORDERS = 10**30
+    MAX_ORDERS = float("inf")
     time_budget = 60  # seconds per statistical check: its cycles sized to its speed (docs/gate.md)
 
 

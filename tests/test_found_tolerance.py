@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -189,3 +190,20 @@ def test_a_float32_table_as_categorical_weights_is_found():
     w = torch.tensor([0.25, 0.75], dtype=torch.float32)
     bits, origin = lowest(lambda: int(torch.multinomial(w, 1)))
     assert bits == 24 and "the weights of a categorical draw" in origin
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda w: int(np.random.choice(2, p=w.numpy())),
+        lambda w: random.choices([0, 1], weights=w.tolist())[0],
+        lambda w: int(torch.bernoulli(w)[1]),
+        lambda w: int(torch.multinomial(torch.tensor([w.tolist()], dtype=torch.float64), 1)),
+    ],
+    ids=["numpy choice", "random.choices", "torch.bernoulli", "a nested list promoted"],
+)
+def test_float32_weights_of_every_categorical_draw_are_found(draw):
+    """The weights reach the draw as a NumPy float32 array, Tainted floats, a float32 tensor,
+    or floats read out of one and promoted inside nested lists: each is float32 rounding."""
+    w = torch.tensor([0.25, 0.75], dtype=torch.float32)
+    assert lowest(lambda: draw(w))[0] == 24
