@@ -344,7 +344,7 @@ def _unseen_rounding(cert: Certificate) -> str:
     meeting the randomness: float32 that reaches it through NumPy or ``math`` is not seen."""
     if cert.precision.bits < 53 or cert.deviation is None or cert.deviation > TOLERANCE[24]:
         return ""
-    if getattr(cert, "tolerance_from", "").startswith("exact_tolerance"):
+    if cert.tolerance_from.startswith("exact_tolerance"):
         return ""
     return (
         "; the gate found only float64 meeting the randomness, so this is a finding; only if your code "

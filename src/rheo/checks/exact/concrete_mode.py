@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rheo.checks.exact.random_values import MANTISSA_BITS, SCHEDULE_NEEDED, ScheduleChanged, Unsupported, call_site
+from rheo.checks.exact.precision import dtype_bits
+from rheo.checks.exact.random_values import SCHEDULE_NEEDED, ScheduleChanged, Unsupported, call_site
 
 MAX_OPTIONS = 64  # a randint over more values is not enumerated
 MAX_TUPLES = 5040  # ordered n-tuples of a multinomial without replacement per row at most (as a race's orders)
@@ -172,7 +173,7 @@ class ConcreteMode(TorchFunctionMode):
         shape = tuple(out.shape)
         if kind == "race" and (not shape or shape[-1] == 1):
             kind, value = "u", lambda b, v: -math.log1p(-b.u(v)) * scale
-        bits = MANTISSA_BITS.get(str(out.dtype).replace("torch.", ""), 53)
+        bits = dtype_bits(out.dtype)
 
         def make(i: int, site: str) -> Block:
             return Block(i, kind, 1 if kind == "u" else shape[-1], site, what, grid=bits)

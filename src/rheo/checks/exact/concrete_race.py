@@ -220,6 +220,8 @@ class RaceSplits:
             score = (len(others), distinct)
             if best is None or score > best_score:
                 best, best_score = (here, base_out, low, others), score
+            if score == (V - 1, True):  # every token but the leader told apart: no context does better
+                break
         assert best is not None
         return best
 

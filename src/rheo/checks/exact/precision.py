@@ -30,6 +30,7 @@ value at <the keys' line>", and the tolerance 1e-6.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,7 @@ def precision_name(bits: int) -> str:
     return NAMES.get(bits, f"{bits}-bit")
 
 
+@functools.cache
 def dtype_bits(dtype: Any) -> int:
     """Mantissa bits of a float dtype (torch or NumPy; 53 for anything else)."""
     return MANTISSA_BITS.get(str(dtype).replace("torch.", ""), 53)
@@ -101,48 +103,6 @@ class Tainted(float):
             bits, origin = ob, other._rheo_from
         return Tainted.of(value, bits, origin)
 
-    def __add__(self, o: Any) -> Any:
-        return self._with(float.__add__(self, o), o)
-
-    def __radd__(self, o: Any) -> Any:
-        return self._with(float.__radd__(self, o), o)
-
-    def __sub__(self, o: Any) -> Any:
-        return self._with(float.__sub__(self, o), o)
-
-    def __rsub__(self, o: Any) -> Any:
-        return self._with(float.__rsub__(self, o), o)
-
-    def __mul__(self, o: Any) -> Any:
-        return self._with(float.__mul__(self, o), o)
-
-    def __rmul__(self, o: Any) -> Any:
-        return self._with(float.__rmul__(self, o), o)
-
-    def __truediv__(self, o: Any) -> Any:
-        return self._with(float.__truediv__(self, o), o)
-
-    def __rtruediv__(self, o: Any) -> Any:
-        return self._with(float.__rtruediv__(self, o), o)
-
-    def __pow__(self, o: Any, mod: Any = None) -> Any:
-        return self._with(float.__pow__(self, o, mod), o)
-
-    def __rpow__(self, o: Any, mod: Any = None) -> Any:
-        return self._with(float.__rpow__(self, o, mod), o)
-
-    def __floordiv__(self, o: Any) -> Any:
-        return self._with(float.__floordiv__(self, o), o)
-
-    def __rfloordiv__(self, o: Any) -> Any:
-        return self._with(float.__rfloordiv__(self, o), o)
-
-    def __mod__(self, o: Any) -> Any:
-        return self._with(float.__mod__(self, o), o)
-
-    def __rmod__(self, o: Any) -> Any:
-        return self._with(float.__rmod__(self, o), o)
-
     def __neg__(self) -> Any:
         return self._with(-float(self), None)
 
@@ -151,6 +111,22 @@ class Tainted(float):
 
     def __reduce__(self) -> tuple:  # pickled (a worker's result) as a plain float
         return (float, (float(self),))
+
+
+def _carrying(op: str) -> Any:
+    """``Tainted``'s binary operator ``op``: float's, its result tainted by the lower operand."""
+    plain = getattr(float, op)
+
+    def carry(self: Tainted, o: Any, *mod: Any) -> Any:
+        return self._with(plain(self, o, *mod), o)
+
+    carry.__name__ = op
+    return carry
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    for _side in ("", "r"):
+        setattr(Tainted, f"__{_side}{_op}__", _carrying(f"__{_side}{_op}__"))
 
 
 def operand_bits(x: Any) -> tuple[int, str]:

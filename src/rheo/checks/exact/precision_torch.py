@@ -13,56 +13,44 @@ from typing import Any
 import numpy as np
 import torch
 
-from rheo.checks.exact.precision import Tainted, dtype_bits, operand_bits, precision_name
+from rheo.checks.exact.precision import MANTISSA_BITS, Tainted, dtype_bits, operand_bits, precision_name
 from rheo.checks.exact.random_values import Trace, call_site
 
-
-def _random(x: Any) -> bool:
-    """A random tensor of the symbolic tracer (``random_values_torch.SymTensor``)."""
-    return isinstance(x, torch.Tensor) and "_rheo_trace" in x.__dict__
-
-
-_FLOAT_BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
+_FLOAT_BITS = {getattr(torch, name): bits for name, bits in MANTISSA_BITS.items()}  # the floating dtypes
 _REACHED = {"lt": "a threshold", "le": "a threshold", "gt": "a threshold", "ge": "a threshold", "eq": "a threshold"}
 _REACHED |= {"argmax": "a race", "argmin": "a race", "topk": "a race", "sort": "a race", "argsort": "a race"}
 
 
 def _operands(args: tuple, kwargs: dict) -> tuple[int, str, bool]:
     """(lowest bits, where they came from, whether a random tensor is among them) of a torch
-    call's floating operands (tensors, ``Tainted`` floats; lists of them one level down). A
-    random tensor's own dtype is not counted (its uniforms' precision is the race's or the
-    backend law's), only the constants already in its map (``_rheo_bits``)."""
+    call's floating operands: tensors, ``Tainted`` floats and NumPy floats, in nested lists
+    and tuples too (a list made from ``q32.tolist()`` keeps its precision). A random tensor's
+    own dtype is not counted (its uniforms' precision is the race's or the backend law's),
+    only the constants already in its map (``_rheo_bits``). Run after every torch call of a
+    run: tensors are read from their ``__dict__`` and the common case does no other work."""
     bits, origin, random = 53, "", False
-    for group in (args, tuple(kwargs.values()) if kwargs else ()):
-        for x in group:
-            for y in _flat(x):
-                if _random(y):
-                    random = True
-                    b = y.__dict__.get("_rheo_bits", 53)
-                    if b < bits:
-                        bits, origin = b, y.__dict__.get("_rheo_from", "")
-                elif isinstance(y, (torch.Tensor, Tainted)):
-                    b = y.__dict__.get("_rheo_bits", 53) if isinstance(y, Tainted) else _tensor_bits(y)
-                    if b < bits:
-                        bits, origin = operand_bits(y)
-                elif isinstance(y, (np.ndarray, np.floating)) and y.dtype.kind == "f" and dtype_bits(y.dtype) < bits:
-                    bits, origin = operand_bits(y)
+    todo = [*args, *kwargs.values()] if kwargs else list(args)
+    while todo:
+        y = todo.pop()
+        if isinstance(y, torch.Tensor):
+            d = y.__dict__
+            if "_rheo_trace" in d:
+                random = True
+                b = d.get("_rheo_bits", 53)
+                if b < bits:
+                    bits, origin = b, d.get("_rheo_from", "")
+            elif min(_FLOAT_BITS.get(y.dtype, 53), d.get("_rheo_bits", 53)) < bits:
+                bits, origin = operand_bits(y)
+        elif isinstance(y, (list, tuple)):
+            todo.extend(y)
+        elif isinstance(y, (Tainted, np.ndarray, np.floating)) and operand_bits(y)[0] < bits:
+            bits, origin = operand_bits(y)
     return bits, origin, random
 
 
-def _flat(x: Any) -> Any:
-    """The operands in ``x``: itself, or the items of nested lists and tuples (a Python
-    number of a list made from ``q32.tolist()`` keeps its precision)."""
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _flat(y)
-    else:
-        yield x
-
-
-def _tensor_bits(t: torch.Tensor) -> int:
-    b = _FLOAT_BITS.get(t.dtype, 53)
-    return min(b, t.__dict__.get("_rheo_bits", 53)) if b < 53 or "_rheo_bits" in t.__dict__ else b
+def _random(x: Any) -> bool:
+    """A random tensor of the symbolic tracer (``random_values_torch.SymTensor``)."""
+    return isinstance(x, torch.Tensor) and "_rheo_trace" in x.__dict__
 
 
 def carried(func: Any, args: tuple, kwargs: dict | None, out: Any, trace: Trace) -> Any:
@@ -105,7 +93,7 @@ def carried(func: Any, args: tuple, kwargs: dict | None, out: Any, trace: Trace)
     if isinstance(out, tuple):
         for x in out:
             if isinstance(x, torch.Tensor) and not _random(x) and x.is_floating_point():
-                x.__dict__["_rheo_bits"], x.__dict__["_rheo_from"] = min(bits, _tensor_bits(x)), origin
+                x.__dict__["_rheo_bits"], x.__dict__["_rheo_from"] = min(bits, _FLOAT_BITS.get(x.dtype, 53)), origin
     return out
 
 

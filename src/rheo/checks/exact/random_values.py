@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from rheo.checks.exact.cuts import Near, below, cut_at
-from rheo.checks.exact.precision import MANTISSA_BITS as MANTISSA_BITS  # where the other modules find it
 from rheo.checks.exact.precision import dtype_bits, note_weights, operand_bits
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -264,14 +263,9 @@ class Trace:
             self.note_bits(bits, origin, reached)
 
     def note_dtype(self, dtype: object, reached: str = "a threshold") -> None:
-        bits = _DTYPE_BITS.get(dtype)
-        if bits is None:
-            bits = _DTYPE_BITS[dtype] = dtype_bits(dtype)
+        bits = dtype_bits(dtype)
         if bits < self.bits:
             self.note_bits(bits, f"a {str(dtype).replace('torch.', '')} operand", reached)
-
-
-_DTYPE_BITS: dict[Any, int] = {}  # dtype -> mantissa bits (note_dtype)
 
 
 # ---- Python scalars: random.random(), Generator.random(), tensor.item() ----

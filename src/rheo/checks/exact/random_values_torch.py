@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from rheo.checks.exact.precision import precision_name
+from rheo.checks.exact.precision import dtype_bits, precision_name
 from rheo.checks.exact.precision_torch import carried
-from rheo.checks.exact.random_values import MANTISSA_BITS, SymScalar, Trace, call_site, unsupported
+from rheo.checks.exact.random_values import SymScalar, Trace, call_site, unsupported
 
 _SENTINEL = object()
 _COMPARE = {
@@ -309,7 +309,7 @@ class SymTensor(torch.Tensor):
         us = [0.05, 0.2, 0.4, 0.6, 0.8, 0.95]
         with torch._C.DisableTorchFunctionSubclass():
             at = [self._rheo_at(u) for u in us]  # the keys with every uniform at u: 6 x self.shape
-            bits = MANTISSA_BITS.get(str(at[0].dtype).replace("torch.", ""), 53)
+            bits = dtype_bits(at[0].dtype)
             F = torch.stack([x.double() for x in at]).cpu()
             if dim is not None and vars_.dim() > 0:
                 F = F.movedim(dim % vars_.dim() + 1, -1)
@@ -535,7 +535,7 @@ def _make_sym(
 ) -> SymTensor:
     n = t.numel()
     first = len(trace.intervals)
-    grid = MANTISSA_BITS.get(str(t.dtype).replace("torch.", ""), 53)  # torch.rand: k / 2^24 in float32
+    grid = dtype_bits(t.dtype)  # torch.rand: k / 2^24 in float32
     for _ in range(n):
         trace.new_var(origin, grid)
     if trace.rng is not None:  # probe mode: the concrete data are the variables' values
