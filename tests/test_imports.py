@@ -33,7 +33,7 @@ ALLOWED = {
     "rheo.casefile": {"rheo.reference"},
     "rheo.progress": set(),  # progress lines for long work: a leaf every room may use
     "rheo.testing": {"rheo.testing", "rheo.fastpath", "rheo.reference", "rheo.progress"},
-    "rheo.integrations": {"rheo.integrations", "rheo.fastpath", "rheo.reference", "rheo.progress"},
+    "rheo.integrations": {"rheo.integrations", "rheo.testing", "rheo.fastpath", "rheo.reference", "rheo.progress"},
     "rheo.checks.outcome": set(),
     "rheo.checks.parallel": set(),
     "rheo.checks.cases": {"rheo.checks.cases", "rheo.casefile", "rheo.reference"},

@@ -1,5 +1,5 @@
 """The upstream reproducers in examples/upstream/ (one per transformers defect in
-docs/transformers.md, one per vLLM defect in docs/vllm.md): a transformers one imports only
+docs/transformers.md, one per vLLM defect in docs/vllm.md and docs/engines.md): a transformers one imports only
 transformers, torch, tokenizers and the standard library, a vLLM one only vllm, torch and
 the standard library (it runs in tests/test_vllm_sampling.py, with vLLM); each transformers
 one, run in a subprocess with a reduced sample count, reproduces its defect:
@@ -23,6 +23,7 @@ UPSTREAM = ROOT / "examples" / "upstream"
 SCRIPTS = sorted(p.name for p in UPSTREAM.glob("*.py") if p.name != "__init__.py")
 ALLOWED = {"transformers", "torch", "tokenizers"} | set(sys.stdlib_module_names)
 ALLOWED_VLLM = {"vllm", "torch"} | set(sys.stdlib_module_names)
+ALLOWED_MLX = {"mlx", "mlx_lm", "numpy"} | set(sys.stdlib_module_names)
 ALLOWED_FIELD = {  # docs/field.md's reproducers: the library judged, torch (and Triton for a kernel)
     "field_flashspec_verify_tokens_strides.py": {"flashspec", "torch", "triton"} | set(sys.stdlib_module_names),
     "field_seqspecdecod_capped_hsd.py": {"seqspecdecod", "torch"} | set(sys.stdlib_module_names),
@@ -47,9 +48,11 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
     assert SCRIPTS == [
         "field_flashspec_verify_tokens_strides.py",
         "field_seqspecdecod_capped_hsd.py",
+        "mlx_lm_sliding_window_speculative.py",
         "transformers_gemma4_greedy_draft.py",
         "transformers_usd_pruned_logits.py",
         "transformers_usd_subset_vocab_crash.py",
+        "vllm_cpu_spec_decode_law.py",
         "vllm_min_tokens_bonus.py",
     ]
     readme = (UPSTREAM / "README.md").read_text(encoding="utf-8")
@@ -58,6 +61,7 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
         roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         roots |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         allowed = ALLOWED_FIELD.get(name) or (ALLOWED_VLLM if name.startswith("vllm_") else ALLOWED)
+        allowed = ALLOWED_MLX if name.startswith("mlx_") else allowed
         assert roots <= allowed, (name, roots - allowed)
         assert name in readme, name
 

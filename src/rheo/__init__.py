@@ -8,12 +8,14 @@ One room per concern:
 - ``rheo.fastpath``     the same algorithm in batched PyTorch (needs ``rheosampling[torch]``)
 - ``rheo.casefile``     case files (docs/spec.md §8)
 - ``rheo.checks``       the gate's evidence, in rooms: ``cases``, ``protocol`` (the ``--impl``
-                        protocol), ``exact``, ``differential``, ``statistics``, ``gate``
-                        (its checks, reports, worker jobs and the pytest plugin)
+                        protocol), ``exact``, ``differential``, ``statistics``, ``engines``
+                        (engines end to end), ``gate`` (its checks, reports, worker jobs and
+                        the pytest plugin)
 - ``rheo.bench``        benchmarks (each returns a dict)
 - ``rheo.testing``      table models and planted bugs for tests, yours included
 - ``rheo.integrations`` real models and engines (SmolLM2-135M with an EAGLE-style head,
-                        EAGLE's and SGLang's tree formats, transformers' assisted generation)
+                        EAGLE's and SGLang's tree formats, transformers' assisted generation,
+                        engine drivers for rheo gate --engine)
 - ``rheo.cli``          the ``rheo`` command
 """
 

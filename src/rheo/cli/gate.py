@@ -17,6 +17,7 @@ from pathlib import Path
 from rheo.casefile import read_case
 from rheo.checks import parallel
 from rheo.checks.cases.matrix import read_case_dir
+from rheo.checks.engines import EngineMissing, driver_of, engine_checks
 from rheo.checks.gate.checklist import gate_checks, only_note, only_rule, select_only
 from rheo.checks.gate.report import junit_xml, render
 from rheo.checks.gate.run import gate_verdict, run_checks, summary
@@ -208,6 +209,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "wake-up per op and, on a loaded machine, a wait for a core; 0: the libraries' own default). An "
         "OMP_NUM_THREADS (etc.) you set is kept",
     )
+    gate.add_argument(
+        "--engine",
+        metavar="NAME",
+        help="judge an engine's own speculative generation end to end on tiny real models built here "
+        "(docs/engines.md): transformers, or vllm (in the .ci/engines venv). One check per method and layer family: "
+        "the exact law of its "
+        "tokens where its draws can be followed, T = 0 against greedy decoding, every logits row the "
+        "verifier consumed against a teacher-forced forward, and a seeded statistical run (10,000 "
+        "generations in the quick profile), each against the engine without speculation",
+    )
+    gate.add_argument(
+        "--method",
+        metavar="LIST",
+        help="with --engine: the methods to judge, comma-separated (transformers: assisted, prompt_lookup, usd; vllm: "
+        "ngram, draft_model, draft_probabilistic; "
+        "default all)",
+    )
+    gate.add_argument(
+        "--family",
+        metavar="LIST",
+        help="with --engine: the layer families, comma-separated (llama, gqa, sliding, moe, hybrid; default all)",
+    )
     add_json_flag(gate)
 
 
@@ -251,6 +274,8 @@ def _sizing_problem(args) -> str | None:
 
 
 def cmd_gate(args) -> int:
+    if args.engine is not None or args.method is not None or args.family is not None:
+        return _engine_gate(args)
     for flag in (
         "replay", "cases", "cycles", "tv", "time_budget", "exact_budget", "call_timeout", "timeout", "memory_limit",
         "threads",
@@ -400,6 +425,57 @@ def _run_gate(args, limits: Limits, extra_cases) -> int:
             f", implementation {args.impl} ({provides})" if args.impl else ""
         )
         emit(render(results, args.profile, head, args.strict))
+    return 0 if passed else 1
+
+
+ENGINE_ONLY = ("impl", "replay", "cases", "cycles", "tv", "time_budget", "exact_budget", "call_timeout", "timeout",
+               "memory_limit", "threads", "ray")  # fmt: skip
+
+
+def _engine_gate(args) -> int:
+    """``rheo gate --engine NAME``: the engine's checks (rheo.checks.engines)."""
+    if args.engine is None:
+        return fail("--method, --family: give the engine too (--engine transformers)")
+    given = [f"--{f.replace('_', '-')}" for f in ENGINE_ONLY if getattr(args, f, None) not in (None, False)]
+    if args.cases_only:
+        given.append("--cases-only")
+    if given:
+        return fail(f"--engine: {', '.join(given)} do not apply to an engine's end-to-end checks")
+    problem = _unwritable(args.out, args.junit)
+    if problem:
+        return fail(problem)
+    args.profile = args.profile or "quick"
+    try:
+        driver = driver_of(args.engine)
+    except ValueError as e:
+        return fail(str(e))
+    except EngineMissing as e:
+        return fail(f"--engine {args.engine}: {e}")
+    chosen = {}
+    for flag, allowed in (("method", driver.methods), ("family", driver.families)):
+        value = getattr(args, flag)
+        names = [v.strip() for v in value.split(",") if v.strip()] if value else list(allowed)
+        unknown = [n for n in names if n not in allowed]
+        if unknown or not names:
+            return fail(f"--{flag}: expected names from {', '.join(allowed)} (comma-separated), got {value!r}")
+        chosen[flag] = names
+    profile = PROFILES[args.profile]
+    checks = engine_checks(args.engine, profile, chosen["method"], chosen["family"], driver)
+    if args.only:
+        matched, how = select_only([c.name for c in checks], args.only)
+        if not matched:
+            return fail(f"--only: no check name contains {args.only!r}; the checks here are: "
+                        + "; ".join(c.name for c in checks))  # fmt: skip
+        checks = [c for c in checks if c.name in matched]
+    results = run_checks(checks, profile, Path(args.out), progress=progress)
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(results, strict=args.strict), encoding="utf-8")
+    passed, why = gate_verdict(results, args.strict)
+    if args.json:
+        emit(json.dumps({"passed": passed, "reason": why, "profile": args.profile, "engine": args.engine,
+                         "summary": summary(results), "checks": [r.to_json() for r in results]}))  # fmt: skip
+    else:
+        emit(render(results, args.profile, f"rheo gate, profile {args.profile}, engine {args.engine}", args.strict))
     return 0 if passed else 1
 
 

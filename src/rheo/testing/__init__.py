@@ -11,6 +11,10 @@
   call a model: ``TableCausalLM`` (a torch module, logits at every position),
   ``as_transformers`` (a transformers ``PreTrainedModel``; transformers is imported on first
   use, ``transformers_classes()``) and ``table_models`` (the pair of one cycle);
+- ``rheo.testing.engine_models``: tiny real language models (Llama, grouped-query attention,
+  a sliding window, a mixture of experts, an LFM2 hybrid) from a config and a seed, a scripted
+  drafter and checkpoint folders, for running engines' own speculative decoding
+  (docs/engines.md; needs transformers, imported by its users, not here);
 - ``rheo.testing.ranges``: the value ranges of the fastpath's outputs (probabilities,
   indices, parents before children, ...), which the fastpath never checks at run time (a
   device sync): tests check them.

@@ -35,8 +35,9 @@ def render(results: list[CheckResult], profile: str, header: str = "", strict: b
     s = summary(results)
     lines.append("")
     for r in results:
-        if r.verdict != "pass" or r.group == "implementation":
+        if r.verdict != "pass" or r.group in ("implementation", "engine"):
             lines.append(f"{r.verdict.upper()} {r.name}: {r.detail}")
+            lines += [f"  {v['line']}" for v in r.data.get("verdicts", ())]
             if r.picture:
                 lines.append(f"  picture: {r.picture}")
             if r.data.get("coverage"):

@@ -1,0 +1,62 @@
+"""The end-to-end cases of each engine method on each layer family, per profile
+(docs/engines.md, "Cases"). Each is (check, case): the check runs on it (``verdicts``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rheo.integrations.engines.base import EngineCase
+
+STATISTICAL_SAMPLES = {"smoke": 2_000, "quick": 10_000, "deep": 20_000}
+LOOKUP_PROMPT = (1, 2, 3, 1, 2)  # its last token was followed by 3, 1 before: prompt lookup proposes them
+
+
+def _prompt(method: str) -> tuple[int, ...]:
+    return LOOKUP_PROMPT if method == "prompt_lookup" else (1, 2, 3)
+
+
+MIXED_PROMPTS = ((1, 2, 3, 1, 2), (4, 5, 4, 5))  # both with repeats: n-gram drafters propose
+
+
+def served_cases(method: str, family: str, profile: str, driver: Any = None) -> list[tuple[str, EngineCase]]:
+    """(check, case) for an engine whose draws cannot be followed: statistical runs (a
+    mixed batch of two prompts where the driver ``batches``, then filters: top-p too where
+    its reference mirrors it, ``top_p``), greedy decoding and, where the driver takes
+    per-request seeds (``seeds``), seeded requests."""
+    a, b = MIXED_PROMPTS
+    batches, top_p, seeds = (getattr(driver, k, True) for k in ("batches", "top_p", "seeds"))
+    other = b if batches else None
+    out: list[tuple[str, EngineCase]] = [
+        ("statistical", EngineCase(method, family, 1.0, n_tokens=3, draft_len=2, prompt=a, other_prompt=other)),
+        ("statistical", EngineCase(method, family, 0.7, top_k=3, top_p=0.9 if top_p else None, n_tokens=3, prompt=a)),
+        ("greedy", EngineCase(method, family, 0.0, n_tokens=4, draft_len=2, prompt=a, other_prompt=other)),
+    ]
+    if seeds:
+        out.append(("seeded", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
+    if profile == "smoke":
+        return out[:1] + out[2:3]
+    return out
+
+
+def engine_cases(method: str, family: str, profile: str, statistical: bool) -> list[tuple[str, EngineCase]]:
+    """(check, case) for one method on one family of an engine whose draws can be followed.
+    ``statistical``: add the seeded statistical run (a larger vocabulary, no filter) that
+    confirms the exact verdicts."""
+    p = _prompt(method)
+    small: dict[str, Any] = {"vocab": 8, "n_tokens": 3, "draft_len": 2, "prompt": p}
+    out: list[tuple[str, EngineCase]] = [
+        ("exact", EngineCase(method, family, 1.0, top_k=2, **small)),
+        ("differential", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4})),
+        ("greedy", EngineCase(method, family, 0.0, draft_len=3, n_tokens=4, prompt=p)),
+    ]
+    if method == "assisted" and profile != "smoke":
+        out += [
+            ("exact", EngineCase(method, family, 1.0, top_k=2, drafter="target", **small)),
+            ("exact", EngineCase(method, family, 1.0, top_k=2, drafter="reject", **small)),
+            ("exact", EngineCase(method, family, 0.5, top_k=3, top_p=0.8, **{**small, "draft_len": 1})),
+        ]
+    if method == "assisted" and profile == "deep":
+        out.append(("exact", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4, "draft_len": 3})))
+    if statistical:
+        out.append(("statistical", EngineCase(method, family, 1.0, vocab=16, n_tokens=2, draft_len=2, prompt=p)))
+    return out

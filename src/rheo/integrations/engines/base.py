@@ -1,0 +1,78 @@
+"""What every engine driver shares: the case it runs and the rows it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DRAFTERS = ("model", "target", "reject")  # an independent tiny model; the target's own weights; always rejected
+
+
+@dataclass(frozen=True)
+class EngineCase:
+    """One end-to-end case: an engine method on a layer family, the sampler settings, the
+    draft length, the number of generated tokens and the drafter.
+
+    ``drafter``: "model" (a tiny model of the same family, another seed: drafts accepted and
+    rejected at every depth with positive probability), "target" (the target's own weights:
+    every draft accepted), "reject" (a scripted drafter proposing a token the target gives
+    probability 0 after every reachable prefix: every draft rejected; needs top-k)."""
+
+    method: str
+    family: str
+    temperature: float
+    top_k: int | None = None
+    top_p: float | None = None
+    draft_len: int = 2
+    n_tokens: int = 3
+    drafter: str = "model"
+    prompt: tuple[int, ...] = (1, 2, 3)
+    vocab: int = 16
+    other_prompt: tuple[int, ...] | None = None  # a mixed batch: odd requests use this prompt
+    extra: tuple[tuple[str, object], ...] = field(default=())  # engine-specific settings, named
+
+    @property
+    def name(self) -> str:
+        parts = [self.method, self.family, f"T={self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top_k={self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top_p={self.top_p:g}")
+        parts += [f"L={self.draft_len}", f"n={self.n_tokens}", f"V={self.vocab}"]
+        if self.drafter != "model":
+            parts.append(f"drafter={self.drafter}")
+        if self.other_prompt:
+            parts.append("mixed prompts")
+        parts += [f"{k}={v}" for k, v in self.extra]
+        return " ".join(parts)
+
+    def to_json(self) -> dict:
+        return {
+            "method": self.method,
+            "family": self.family,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "draft_len": self.draft_len,
+            "n_tokens": self.n_tokens,
+            "drafter": self.drafter,
+            "prompt": list(self.prompt),
+            "vocab": self.vocab,
+            **({"other_prompt": list(self.other_prompt)} if self.other_prompt else {}),
+            **{k: v for k, v in self.extra},
+        }
+
+
+class EngineRefused(Exception):
+    """The engine would not start on the case's models (not a finding about its tokens)."""
+
+
+@dataclass
+class Row:
+    """One logits row the verifier consumed: request ``request``, the row after ``prefix``
+    (prompt + tokens), the engine's logits and a teacher-forced forward's over ``prefix``."""
+
+    request: int
+    prefix: tuple[int, ...]
+    engine: list[float]
+    teacher: list[float] | None  # None: the engine's cache held positions no accepted token fills
+    note: str = ""

@@ -1,0 +1,165 @@
+"""Engines end to end (docs/engines.md) on transformers: its own ``generate`` with assisted
+generation, prompt lookup and universal assisted decoding on tiny real models, judged on the
+tokens it returns against the same model without speculation; each planted engine bug
+(``rheo.integrations.engines.hf_bugs``) caught by the check named for it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch
+
+from rheo.checks.engines import verdicts as v
+from rheo.checks.engines.cases import LOOKUP_PROMPT
+from rheo.cli import main
+from rheo.integrations.engines import hf_bugs
+from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.hf import TransformersEngine
+from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model
+
+SMALL = {"vocab": 8, "n_tokens": 3, "draft_len": 2, "top_k": 2}
+
+
+@pytest.fixture(scope="module")
+def engine() -> TransformersEngine:
+    return TransformersEngine()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_builds_the_same_weights_twice(family: str) -> None:
+    a, b = tiny_model(family, 8, 0), tiny_model(family, 8, 0)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        la, lb = a(ids).logits, b(ids).logits
+    assert torch.equal(la, lb)
+    assert not torch.equal(la, tiny_model(family, 8, 1)(ids).logits)
+
+
+def test_scripted_drafter_puts_all_its_mass_on_the_script() -> None:
+    script = [3, 0, 7, 1, 2, 6, 5, 4]
+    model = scripted_drafter(8, script)
+    with torch.no_grad():
+        logits = model(torch.tensor([[5, 2, 0, 6]])).logits[0]
+    for row, token in zip(logits, [5, 2, 0, 6]):
+        probs = (row / 2.0).softmax(-1)  # the temperature 2 divides the margin: still exactly one-hot
+        assert probs[script[token]] == 1.0 and int((probs > 0).sum()) == 1
+
+
+def test_reference_law_is_the_product_of_sequential_forwards(engine: TransformersEngine) -> None:
+    case = EngineCase("assisted", "gqa", 0.7, top_k=3, top_p=0.9, vocab=8, n_tokens=2)
+    law = engine.reference_law(case)
+    assert abs(sum(law.values()) - 1) < 1e-6
+    (first, second), p = max(law.items(), key=lambda kv: kv[1])
+    q1, q2 = engine.next_law(case, ()), engine.next_law(case, (first,))
+    assert p == pytest.approx(q1[first] * q2[second])
+    assert all(int((engine.next_law(case, s[:1]) > 0).sum()) <= 3 for s in law)  # top-k 3 kept
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        EngineCase("assisted", "llama", 1.0, **SMALL),
+        EngineCase("assisted", "hybrid", 1.0, **SMALL),
+        EngineCase("assisted", "moe", 1.0, **SMALL, drafter="reject"),
+        EngineCase("prompt_lookup", "sliding", 1.0, **SMALL, prompt=LOOKUP_PROMPT),
+    ],
+    ids=lambda c: c.name,
+)
+def test_unmodified_transformers_is_lossless_exactly(engine: TransformersEngine, case: EngineCase) -> None:
+    r = v.exact(engine, case)
+    assert r.verdict == "lossless", r.line()
+    assert r.data["deviation"] <= v.EXACT_TOLERANCE and r.data["runs"] > 1
+
+
+def test_reject_drafter_proposes_a_token_never_sampled(engine: TransformersEngine) -> None:
+    case = EngineCase("assisted", "moe", 1.0, **SMALL, drafter="reject")
+    z = engine.never_sampled(case)
+    assert z is not None
+    assert all(z not in seq for seq in engine.reference_law(case))
+
+
+def test_universal_assisted_decoding_is_not_lossless(engine: TransformersEngine) -> None:
+    r = v.exact(engine, EngineCase("usd", "llama", 1.0, **SMALL))
+    assert r.verdict == "not lossless" and r.data["deviation"] > 0.1, r.line()
+
+
+def test_a_draft_equal_to_the_target_can_crash_generate(engine: TransformersEngine) -> None:
+    """p / q just under 1 and a residual of float32 zeros: a rejection samples from 0 / 0."""
+    r = v.exact(engine, EngineCase("assisted", "llama", 1.0, **SMALL, drafter="target"))
+    assert r.verdict == "crashed", r.line()
+    assert 0 < r.data["raised_probability_on_grid"] < 1e-6
+    assert "invalid probability distribution" in r.detail
+
+
+def test_greedy_equals_the_argmax_sequence(engine: TransformersEngine) -> None:
+    r = v.greedy(engine, EngineCase("assisted", "sliding", 0.0, draft_len=3, n_tokens=4))
+    assert r.verdict == "lossless", r.line()
+
+
+def test_differential_rows_agree_without_a_bug(engine: TransformersEngine) -> None:
+    r = v.differential(engine, EngineCase("assisted", "hybrid", 1.0, **{**SMALL, "n_tokens": 4}))
+    assert r.verdict == "lossless" and r.data["largest_difference"] < 1e-5, r.line()
+
+
+@pytest.mark.parametrize(
+    "bug, family, check",
+    [
+        ("kv_not_rolled_back", "llama", "differential"),
+        ("positions_off_by_one", "gqa", "differential"),
+        ("recurrent_state_not_restored", "hybrid", "differential"),
+        ("bonus_from_last_draft_row", "llama", "exact"),
+    ],
+)
+def test_each_planted_engine_bug_is_caught(bug: str, family: str, check: str) -> None:
+    engine = TransformersEngine()  # a fresh one: a bug may leave models behind
+    case = EngineCase("assisted", family, 1.0, **{**SMALL, "n_tokens": 4})
+    with hf_bugs.BUGS[bug](engine):
+        r = v.differential(engine, case) if check == "differential" else v.exact(engine, replace_n(case, 3))
+    assert r.verdict == "not lossless", r.line()
+    if check == "differential":
+        assert r.data["request"] >= 0 and r.data["position"] >= 1  # named: which request, which token
+
+
+def replace_n(case: EngineCase, n: int) -> EngineCase:
+    return EngineCase(**{**case.__dict__, "n_tokens": n})
+
+
+def test_statistical_run_confirms_and_states_its_power(engine: TransformersEngine) -> None:
+    r = v.statistical(engine, EngineCase("assisted", "llama", 1.0, vocab=8, n_tokens=2), 2000, seed=7)
+    assert r.verdict == "lossless", r.line()
+    assert 0 < r.data["detectable_tv"] < 0.2 and "detects TV" in r.detail
+
+
+def test_gate_engine_cli(tmp_path, capsys) -> None:
+    args = ["gate", "--engine", "transformers", "--method", "assisted", "--family", "llama", "--profile", "smoke"]
+    rc = main([*args, "--json", "--out", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["passed"] and out["engine"] == "transformers"
+    verdicts = out["checks"][0]["data"]["verdicts"]
+    assert {x["check"] for x in verdicts} == {"exact", "differential", "greedy", "statistical"}
+    assert all(x["verdict"] == "lossless" for x in verdicts)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--engine", "nope"], "--engine: expected one of"),
+        (["--engine", "transformers", "--family", "llama,rnn"], "--family: expected names from"),
+        (["--method", "assisted"], "give the engine too"),
+        (["--engine", "transformers", "--cycles", "10"], "do not apply"),
+    ],
+)
+def test_gate_engine_bad_input(args: list[str], message: str, capsys) -> None:
+    assert main(["gate", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_rows_name_the_prefix(engine: TransformersEngine) -> None:
+    rows = engine.verified_rows(EngineCase("prompt_lookup", "llama", 1.0, **SMALL, prompt=LOOKUP_PROMPT), [0])
+    assert rows and all(len(r.prefix) >= len(LOOKUP_PROMPT) for r in rows)
+    assert max(float(np.max(np.abs(np.subtract(r.engine, r.teacher)))) for r in rows) < 1e-5

@@ -1,0 +1,51 @@
+"""Engines end to end on mlx-lm (docs/engines.md): ``speculative_generate_step`` on tiny
+mlx Llamas, judged against the same model without speculation. Run by ``.ci/engines`` in a
+venv of its own (mlx[cpu], mlx-lm, no torch); skipped without mlx-lm."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlx_lm")
+
+from rheo.checks.engines import verdicts as v
+from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.mlx_engine import MlxEngine
+
+
+@pytest.fixture(scope="module")
+def engine() -> MlxEngine:
+    return MlxEngine()
+
+
+@pytest.mark.parametrize("family", ["llama", "gqa"])
+def test_speculative_generation_is_lossless(engine: MlxEngine, family: str) -> None:
+    case = EngineCase("speculative", family, 1.0, n_tokens=3, draft_len=2, prompt=(1, 2, 3, 1, 2))
+    r = v.statistical(engine, case, 4000)
+    assert r.verdict == "lossless", r.line()
+    assert v.greedy(engine, EngineCase("speculative", family, 0.0, n_tokens=4)).verdict == "lossless"
+
+
+def test_top_k_is_lossless(engine: MlxEngine) -> None:
+    r = v.statistical(engine, EngineCase("speculative", "llama", 0.7, top_k=3, n_tokens=3), 4000)
+    assert r.verdict == "lossless", r.line()
+
+
+def test_a_sliding_window_layer_is_not_lossless_even_greedily(engine: MlxEngine) -> None:
+    """mlx-lm 0.32.2 (docs/engines.md, "Findings")."""
+    r = v.greedy(engine, EngineCase("speculative", "sliding", 0.0, n_tokens=4))
+    assert r.verdict == "not lossless", r.line()
+    r = v.statistical(engine, EngineCase("speculative", "sliding", 1.0, n_tokens=3, prompt=(1, 2, 3, 1, 2)), 2000)
+    assert r.verdict == "not lossless", r.line()
+
+
+def test_the_upstream_reproducer_shows_it_without_rheo() -> None:
+    script = Path(__file__).resolve().parent.parent / "examples" / "upstream" / "mlx_lm_sliding_window_speculative.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "DIFFERENT" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run([sys.executable, str(script), "--full"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "the same" in out.stdout, out.stdout + out.stderr

