@@ -19,6 +19,16 @@ p = 0 (chi2 in the thousands). The same happens with ``"method": "draft_model"``
 At temperature 0 speculation returns the greedy tokens. With top_k=3 and top_p=0.9 the
 speculative run raises "index ... is out of bounds" (a garbage token id).
 
+The cause: vLLM's CPU platform replaces the rejection sampler's Triton ``expand_kernel`` (which
+spreads each request's temperature, top-k and top-p over its draft positions,
+``expand_batch_to_tokens``) with ``vllm/utils/cpu_triton_utils.py::_expand_kernel_impl``,
+which hands the C++ op ``_ensure_int64(output)``: for a float32 (temperature, top-p) or int32
+(top-k) output that is a new int64 tensor, written and dropped, so the expanded values are
+the uninitialised memory of ``x.new_empty(num_tokens)``; the float inputs are cast to int64
+too (0.7 becomes 0). ``--fixed`` replaces that one function with a few lines of torch that do
+what the Triton kernel does (the engine runs in this process so the replacement reaches it):
+speculation then samples the right law (p ~ 0.5), and top-k with top-p stops crashing.
+
 Self-contained: vllm, torch and the standard library; no download.
 """
 
@@ -81,6 +91,23 @@ def write_checkpoint(folder: str) -> None:
     torch.save(state, os.path.join(folder, "pytorch_model.bin"))
 
 
+def expand_like_the_triton_kernel(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
+    """vLLM's ``expand_kernel``: request r's value (``replace_to`` where it equals
+    ``replace_from``) at each of its positions, written into ``output`` whatever its dtype."""
+    start = 0
+    for r, end in enumerate(cu_num_tokens.tolist()):
+        value = input_val[r]
+        output[start:end] = replace_to if value == replace_from else value
+        start = end
+
+
+def install_fix() -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: the fix reaches it
+    import vllm.utils.cpu_triton_utils as cpu_ops
+
+    cpu_ops._expand_kernel_impl = expand_like_the_triton_kernel
+
+
 def third_tokens(folder: str, n: int, seed: int, speculative: bool) -> Counter:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -94,6 +121,7 @@ def third_tokens(folder: str, n: int, seed: int, speculative: bool) -> Counter:
         enforce_eager=True,
         max_model_len=64,
         seed=seed,
+        **({"distributed_executor_backend": "uni"} if FIXED else {}),
     )
     params = SamplingParams(temperature=1.0, max_tokens=3, ignore_eos=True, detokenize=False)
     outs = llm.generate([TokensPrompt(prompt_token_ids=PROMPT)] * n, params, use_tqdm=False)
@@ -121,14 +149,21 @@ def two_sample_chi2(a: Counter, b: Counter) -> tuple[float, int, float]:
     return stat, df, p
 
 
+FIXED = "--fixed" in sys.argv
+
+
 def main() -> int:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("REPRO_SAMPLES", "20000"))
+    args = [a for a in sys.argv[1:] if a != "--fixed"]
+    n = int(args[0]) if args else int(os.environ.get("REPRO_SAMPLES", "20000"))
+    if FIXED:
+        install_fix()
     folder = tempfile.mkdtemp(prefix="vllm-cpu-spec-")
     write_checkpoint(folder)
     plain = third_tokens(folder, n, 0, speculative=False)
     control = third_tokens(folder, n, 1, speculative=False)
     spec = third_tokens(folder, n, 2, speculative=True)
-    print(f"vLLM CPU, tiny Llama V={V}, prompt {PROMPT}, temperature 1, N = {n} requests per run")
+    fixed = ", _expand_kernel_impl replaced by the Triton kernel's semantics" if FIXED else ""
+    print(f"vLLM CPU, tiny Llama V={V}, prompt {PROMPT}, temperature 1, N = {n} requests per run{fixed}")
     print("the third generated token, two-sample chi-square against the run without speculation:")
     for name, counts in (("control (no speculation, another seed)", control), ("ngram speculation", spec)):
         stat, df, p = two_sample_chi2(plain, counts)
