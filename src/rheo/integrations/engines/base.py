@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 DRAFTERS = ("model", "target", "reject")  # an independent tiny model; the target's own weights; always rejected
 
@@ -76,3 +79,17 @@ class Row:
     engine: list[float]
     teacher: list[float] | None  # None: the engine's cache held positions no accepted token fills
     note: str = ""
+
+
+def sequence_law(case: EngineCase, next_law: Callable[[EngineCase, tuple[int, ...]], np.ndarray]) -> dict:
+    """The law of ``case.n_tokens`` tokens: the product of ``next_law(case, prefix)`` (the
+    law of the token after prompt + prefix) over the prefixes of positive probability."""
+    law: dict[tuple[int, ...], float] = {(): 1.0}
+    for _ in range(case.n_tokens):
+        nxt: dict[tuple[int, ...], float] = {}
+        for prefix, p in law.items():
+            q = next_law(case, prefix)
+            for t in np.flatnonzero(q > 0):
+                nxt[prefix + (int(t),)] = p * float(q[t])
+        law = nxt
+    return law

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import transformers
 
-from rheo.integrations.engines.base import DRAFTERS, EngineCase, Row
+from rheo.integrations.engines.base import DRAFTERS, EngineCase, Row, sequence_law
 from rheo.integrations.transformers_assisted.generators import WordTokenizer
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model, word_tokenizer, words
 
@@ -214,15 +214,7 @@ class TransformersEngine:
         return self._laws[key]
 
     def reference_law(self, case: EngineCase) -> dict[tuple[int, ...], float]:
-        law: dict[tuple[int, ...], float] = {(): 1.0}
-        for _ in range(case.n_tokens):
-            nxt: dict[tuple[int, ...], float] = {}
-            for prefix, p in law.items():
-                q = self.next_law(case, prefix)
-                for t in np.flatnonzero(q > 0):
-                    nxt[prefix + (int(t),)] = p * float(q[t])
-            law = nxt
-        return law
+        return sequence_law(case, self.next_law)
 
     def never_sampled(self, case: EngineCase) -> int | None:
         """The lowest token of probability 0 after every prefix a generation can reach (the

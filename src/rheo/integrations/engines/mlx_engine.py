@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.base import EngineCase, sequence_law
 
 METHODS = ("speculative",)
 FAMILIES = ("llama", "gqa", "sliding")
@@ -152,12 +152,4 @@ class MlxEngine:
         return self._laws[key]
 
     def reference_law(self, case: EngineCase) -> dict[tuple[int, ...], float]:
-        law: dict[tuple[int, ...], float] = {(): 1.0}
-        for _ in range(case.n_tokens):
-            nxt: dict[tuple[int, ...], float] = {}
-            for prefix, p in law.items():
-                q = self.next_law(case, prefix)
-                for t in np.flatnonzero(q > 0):
-                    nxt[prefix + (int(t),)] = p * float(q[t])
-            law = nxt
-        return law
+        return sequence_law(case, self.next_law)
