@@ -88,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  rheo gate                                              # quick profile, table\n"
         "  rheo gate --profile deep --junit gate.xml              # for a CI system\n"
         "  rheo gate --impl examples.loop_impl:LoopImplementation # passes\n"
+        "  rheo gate --engine transformers --method assisted --family llama  # an engine end to end\n"
         "  rheo gate --impl examples.buggy_impl:TokenTieBreak     # fails, counterexample saved\n"
         "  rheo gate --impl path/to/my_engine.py:Engine --cases my_cases/ --cycles 50000\n"
         "  rheo gate --impl examples.loop_impl:LoopImplementation --only 'output law' --tv 0.05\n"
@@ -213,9 +214,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--engine",
         metavar="NAME",
         help="judge an engine's own speculative generation end to end on tiny real models built here "
-        "(docs/engines.md): transformers, or vllm (in the .ci/engines venv). One check per method and layer family: "
-        "the exact law of its "
-        "tokens where its draws can be followed, T = 0 against greedy decoding, every logits row the "
+        "(docs/engines.md): transformers, vllm (in the .ci/engines venv) or mlx (mlx-lm). One check per method and "
+        "layer family: the exact law of its tokens where its draws can be followed, T = 0 against greedy decoding, "
+        "every logits row the "
         "verifier consumed against a teacher-forced forward, and a seeded statistical run (10,000 "
         "generations in the quick profile), each against the engine without speculation",
     )
@@ -223,13 +224,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--method",
         metavar="LIST",
         help="with --engine: the methods to judge, comma-separated (transformers: assisted, prompt_lookup, usd; vllm: "
-        "ngram, draft_model, draft_probabilistic; "
+        "ngram, draft_model, draft_probabilistic; mlx: speculative; "
         "default all)",
     )
     gate.add_argument(
         "--family",
         metavar="LIST",
-        help="with --engine: the layer families, comma-separated (llama, gqa, sliding, moe, hybrid; default all)",
+        help="with --engine: the layer families, comma-separated (llama, gqa, sliding, moe, hybrid; mlx: llama, gqa, "
+        "sliding; default all)",
     )
     add_json_flag(gate)
 
