@@ -37,16 +37,15 @@ def transformers_rows(sizes: list[int]) -> list[tuple]:
 
 
 def vllm_rows(sizes: list[int]) -> list[tuple]:
-    from rheo.integrations.engines import vllm_bugs
-    from rheo.integrations.engines.vllm_engine import VllmEngine
+    from rheo.integrations.engines.vllm_engine import BUGS, VllmEngine
 
     engine = VllmEngine()
     greedy = EngineCase("draft_model", "llama", 0.0, n_tokens=4, prompt=(1, 2, 3, 1, 2), other_prompt=(4, 5, 4, 5))
     greedy = replace(greedy, drafter="target")
     rows = []
     try:
-        for bug in [None, *vllm_bugs.BUGS]:
-            with vllm_bugs.BUGS[bug](engine) if bug else _nothing():
+        for bug in [None, *BUGS]:
+            with BUGS[bug](engine) if bug else _nothing():
                 rows.append((bug or "(none)", "greedy", "10 requests", v.greedy(engine, greedy)))
     finally:
         engine.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,7 @@ pytest.importorskip("vllm")
 from rheo.checks.engines import verdicts as v
 from rheo.checks.engines.cases import MIXED_PROMPTS
 from rheo.integrations.engines.base import EngineCase
-from rheo.integrations.engines.vllm_engine import PLAIN, VllmEngine
-
-with warnings.catch_warnings():  # vLLM's sampler modules warn at import (torch.jit deprecations)
-    warnings.simplefilter("ignore")
-    from rheo.integrations.engines import vllm_bugs
+from rheo.integrations.engines.vllm_engine import BUGS, PLAIN, VllmEngine
 
 A, B = MIXED_PROMPTS
 
@@ -53,10 +48,10 @@ def test_sampled_speculation_on_cpu_is_not_lossless(engine, method: str) -> None
     assert r.verdict == "not lossless", r.line()
 
 
-@pytest.mark.parametrize("bug", sorted(vllm_bugs.BUGS))
+@pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_planted_engine_bug_is_caught_by_greedy_decoding(engine, bug: str) -> None:
     case = EngineCase("draft_model", "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B, drafter="target")
-    with vllm_bugs.BUGS[bug](engine):
+    with BUGS[bug](engine):
         r = v.greedy(engine, case)
     assert r.verdict == "not lossless", r.line()
 

@@ -1,7 +1,7 @@
 """Planted engine bugs in vLLM's own speculative decoding: ``PATCHES`` (applied in the vLLM
 worker process around a request batch) patch vLLM's ``RejectionSampler.forward``, never a
-fork; ``BUGS`` are the context managers a test uses, which make a ``VllmEngine``'s worker
-apply one (``vllm_engine``).
+fork. A test plants one with ``vllm_engine.BUGS[name](engine)``, which makes the engine's
+worker apply it; this module imports vLLM (and Triton) and is imported by the worker only.
 
 - ``neighbour_row``: each request's bonus token is sampled from the next request's bonus
   row (its batch neighbour's logits), the last request from the first's;
@@ -49,19 +49,3 @@ PATCHES: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "neighbour_row": lambda: _forward_with(_neighbour),
     "bonus_from_last_draft_row": lambda: _forward_with(_last_draft_row),
 }
-
-
-@contextlib.contextmanager
-def _planted(engine: Any, name: str) -> Iterator[None]:
-    saved, engine.bug = engine.bug, name
-    try:
-        yield
-    finally:
-        engine.bug = saved
-
-
-def _bug(name: str) -> Callable[[Any], contextlib.AbstractContextManager[None]]:
-    return lambda engine: _planted(engine, name)
-
-
-BUGS: dict[str, Callable[[Any], contextlib.AbstractContextManager[None]]] = {name: _bug(name) for name in PATCHES}

@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rheo.integrations.engines.base import EngineCase, EngineRefused
@@ -40,6 +40,22 @@ METHODS = ("ngram", "draft_model", "draft_probabilistic")
 PLAIN = "plain"  # vLLM without speculation: the sanity check that the reference is the engine's own law
 HEAD_DIM, HIDDEN = 32, 64  # vLLM's CPU attention takes heads of 32 up; its CPU MoE kernels refuse hidden 16
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+
+
+BUG_NAMES = ("neighbour_row", "bonus_from_last_draft_row")  # vllm_bugs.PATCHES, named without importing vLLM
+
+
+@contextlib.contextmanager
+def _planted(engine: VllmEngine, name: str) -> Iterator[None]:
+    saved, engine.bug = engine.bug, name
+    try:
+        yield
+    finally:
+        engine.bug = saved
+
+
+def _bug(name: str) -> Callable[[VllmEngine], contextlib.AbstractContextManager[None]]:
+    return lambda engine: _planted(engine, name)
 
 
 class VllmEngine:
@@ -240,3 +256,6 @@ def _serve(conn: Any, folder: str) -> None:
             engine.starts = []
         except Exception as e:
             conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+BUGS: dict[str, Callable[[VllmEngine], contextlib.AbstractContextManager[None]]] = {n: _bug(n) for n in BUG_NAMES}
