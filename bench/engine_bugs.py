@@ -11,6 +11,7 @@ Prints a markdown table: bug, check, sample size, verdict, seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import replace
 
@@ -27,7 +28,7 @@ def transformers_rows(sizes: list[int]) -> list[tuple]:
         family = "hybrid" if bug == "recurrent_state_not_restored" else "llama"
         case = EngineCase("assisted", family, 1.0, top_k=2, vocab=8, n_tokens=3, draft_len=2)
         engine = TransformersEngine()
-        with hf_bugs.BUGS[bug](engine) if bug else _nothing():
+        with hf_bugs.BUGS[bug](engine) if bug else contextlib.nullcontext():
             rows.append((bug or "(none)", "exact", "enumeration", v.exact(engine, case)))
             longer = replace(case, n_tokens=4)
             rows.append((bug or "(none)", "differential", "10 requests", v.differential(engine, longer)))
@@ -45,19 +46,11 @@ def vllm_rows(sizes: list[int]) -> list[tuple]:
     rows = []
     try:
         for bug in [None, *BUGS]:
-            with BUGS[bug](engine) if bug else _nothing():
+            with BUGS[bug](engine) if bug else contextlib.nullcontext():
                 rows.append((bug or "(none)", "greedy", "10 requests", v.greedy(engine, greedy)))
     finally:
         engine.close()
     return rows
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main() -> int:

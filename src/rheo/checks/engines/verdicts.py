@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rheo.checks.exact.certificate import MAX_RUNS
+from rheo.checks.exact.generation import generation_deviation
 from rheo.checks.exact.tracer import RunCap, Unsupported, enumerate_runs, probe_runs
 from rheo.checks.statistics.goodness_of_fit import gof
 from rheo.integrations.engines.base import EngineCase, EngineRefused
@@ -60,15 +61,6 @@ class Verdict:
             "seconds": round(self.seconds, 3),
             **self.data,
         }
-
-
-def _deviation(law: dict, ref: dict) -> tuple[float, tuple, float, float]:
-    best: tuple[float, tuple, float, float] = (0.0, (), 0.0, 0.0)
-    for seq in sorted(set(law) | set(ref)):
-        got, want = law.get(seq, 0.0), ref.get(seq, 0.0)
-        if abs(got - want) > best[0]:
-            best = (abs(got - want), seq, got, want)
-    return best
 
 
 def _refused(driver: Any, case: EngineCase, check: str) -> Verdict | None:
@@ -130,7 +122,7 @@ def exact(driver: Any, case: EngineCase, max_runs: int = MAX_RUNS, seed: int = 0
             crash = {"runs": runs[0], "raised_probability": total, "raised_probability_on_grid": on_grid}
             return Verdict("exact", case, "crashed", detail, seconds, crash)
         law = {out: p for out, p in law.items() if out not in raised}  # unreachable on the grid
-    dev, seq, got, want = _deviation(dict(law), ref)
+    dev, seq, got, want = generation_deviation(dict(law), ref)
     data: dict[str, Any] = {"runs": runs[0], "outputs": len(law), "deviation": dev, "tolerance": EXACT_TOLERANCE}
     if dev <= EXACT_TOLERANCE:
         detail = (

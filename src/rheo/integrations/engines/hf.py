@@ -30,7 +30,7 @@ import torch
 import transformers
 
 from rheo.integrations.engines.base import DRAFTERS, EngineCase, Row, sequence_law
-from rheo.integrations.transformers_assisted.generators import WordTokenizer
+from rheo.integrations.transformers_assisted.generators import WordTokenizer, one_thread
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model, word_tokenizer, words
 
 METHODS = ("assisted", "prompt_lookup", "usd")
@@ -39,16 +39,15 @@ TARGET_SEED, DRAFT_SEED = 0, 1
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """transformers' per-call warnings and torch's second thread off for the call (the
-    models are tiny: a second thread costs more than it gives); both restored."""
-    level, threads = transformers.logging.get_verbosity(), torch.get_num_threads()
+    """transformers' per-call warnings off for the call, and ``one_thread`` (torch on one
+    thread: the models are tiny); restored."""
+    level = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
-    torch.set_num_threads(1)
     try:
-        yield
+        with one_thread():
+            yield
     finally:
         transformers.logging.set_verbosity(level)
-        torch.set_num_threads(threads)
 
 
 class TransformersEngine:
