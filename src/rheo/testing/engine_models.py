@@ -19,8 +19,9 @@ Each family is a transformers architecture that serving engines load (docs/engin
 Llama whose weights propose chosen tokens (``script[t]`` after token t, with every other
 token at probability exactly 0 in float32 at any temperature >= 1/4);
 ``save_checkpoint(model, folder)`` writes it as a user's checkpoint folder (config,
-safetensors, a word-level tokenizer built here: ``words(vocab)``). Needs torch and
-transformers (the ``hf`` extra).
+safetensors, a word-level tokenizer built here: ``words(vocab)``); ``save_eagle_head``
+writes an EAGLE draft head in the layout vLLM loads (``EagleLlamaForCausalLM``). Needs torch
+and transformers (the ``hf`` extra).
 """
 
 from __future__ import annotations
@@ -140,4 +141,32 @@ def save_checkpoint(model: Any, folder: str, vocab_words: Sequence[str] | None =
     word_tokenizer(vocab_words).save(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": vocab_words[-1]}, f)
+    return folder
+
+
+def save_eagle_head(folder: str, vocab: int, seed: int, hidden: int = 16, head_dim: int | None = None) -> str:
+    """Write a random EAGLE-1 draft head as a checkpoint folder (config ``architectures``
+    ``EagleLlamaForCausalLM``, the layout of the published EAGLE heads): ``fc`` maps the
+    token's embedding and the target's last hidden state (2 x ``hidden``) to ``hidden``, then
+    one Llama decoder layer without its input norm (EAGLE's); the embedding is its own, the
+    head (``lm_head``) the target's."""
+    import safetensors.torch
+
+    layer = tiny_model("llama", vocab, seed, hidden=hidden, head_dim=head_dim)
+    config = layer.config
+    config.architectures = ["EagleLlamaForCausalLM"]
+    weights = {
+        k.removeprefix("model."): v
+        for k, v in layer.state_dict().items()
+        if k.startswith("model.layers.0.") and "input_layernorm" not in k
+    }
+    weights["embed_tokens.weight"] = layer.model.embed_tokens.weight.detach()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        weights["fc.weight"] = torch.randn(hidden, 2 * hidden) * INIT_RANGE
+    os.makedirs(folder, exist_ok=True)
+    config.save_pretrained(folder)
+    safetensors.torch.save_file(
+        {k: v.contiguous() for k, v in weights.items()}, os.path.join(folder, "model.safetensors")
+    )
     return folder

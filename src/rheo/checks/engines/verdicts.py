@@ -63,9 +63,43 @@ class Verdict:
         }
 
 
+def shown(prompt: tuple[int, ...]) -> str:
+    """A prompt as a verdict names it: in full up to 8 tokens, else its start and length."""
+    if len(prompt) <= 8:
+        return str(list(prompt))
+    return f"[{', '.join(map(str, prompt[:5]))}, ...] ({len(prompt)} tokens)"
+
+
 def _refused(driver: Any, case: EngineCase, check: str) -> Verdict | None:
     why = driver.supports(case)
     return None if why is None else Verdict(check, case, "unsupported", why)
+
+
+def _served(driver: Any, case: EngineCase, verdict: Verdict) -> Verdict:
+    """The engine's own counters over the call (a driver's ``stats``: drafts verified and
+    accepted, prefix-cache hits) added to ``verdict``; a lossless verdict on a case whose
+    path the counters show was not taken (no draft verified; a prefix-cache case without a
+    hit) becomes "unsupported": nothing about that path was judged."""
+    stats = dict(getattr(driver, "stats", None) or {})
+    if not stats:
+        return verdict
+    said = []
+    if "draft_tokens" in stats:
+        said.append(f"{stats['draft_tokens']} draft tokens verified, {stats.get('accepted_tokens', 0)} accepted")
+    if dict(case.extra).get("prefix_cache"):
+        hits, queries = stats.get("prefix_cache_hits", 0), stats.get("prefix_cache_queries", 0)
+        said.append(f"{hits} of {queries} prompt tokens from the prefix cache")
+    verdict.data["engine_stats"] = stats
+    verdict.detail += f"; {', '.join(said)}" if said else ""
+    missed = []
+    if stats.get("draft_tokens") == 0 and case.method != "plain":
+        missed.append("no draft token was verified")
+    if dict(case.extra).get("prefix_cache") and not stats.get("prefix_cache_hits"):
+        missed.append("no prompt token came from the prefix cache")
+    if missed and verdict.verdict == "lossless":
+        verdict.verdict = "unsupported"
+        verdict.detail = f"{' and '.join(missed)}: the case's path was not exercised ({verdict.detail})"
+    return verdict
 
 
 def exact(driver: Any, case: EngineCase, max_runs: int = MAX_RUNS, seed: int = 0) -> Verdict:
@@ -168,18 +202,20 @@ def statistical(driver: Any, case: EngineCase, n: int, seed: int = 0, alpha: flo
         "generations_per_second": n / seconds if seconds > 0 else None,
     }
     words = "; ".join(
-        f"prompt {list(c.prompt)}: chi2 = {r.statistic:.1f} on {r.bins - 1} df, p = {r.p_value:.3g}, N = {r.n}"
+        f"prompt {shown(c.prompt)}: chi2 = {r.statistic:.1f} on {r.bins - 1} df, p = {r.p_value:.3g}, N = {r.n}"
         for c, r in results
     )
     for c, r in results:
         if r.impossible:
-            shown = [list(o) for o in r.impossible[:3]]
-            detail = f"prompt {list(c.prompt)}: outputs of probability 0 without speculation: {shown} (N = {r.n})"
-            return Verdict("statistical", case, "not lossless", detail, seconds, data)
+            outputs = [list(o) for o in r.impossible[:3]]
+            detail = f"prompt {shown(c.prompt)}: outputs of probability 0 without speculation: {outputs} (N = {r.n})"
+            return _served(driver, case, Verdict("statistical", case, "not lossless", detail, seconds, data))
     if any(r.reject for _, r in results):
-        return Verdict("statistical", case, "not lossless", f"{words}, seed {seed} (alpha {alpha:g})", seconds, data)
+        verdict = Verdict("statistical", case, "not lossless", f"{words}, seed {seed} (alpha {alpha:g})", seconds, data)
+        return _served(driver, case, verdict)
     tv = "no TV bound: one outcome" if not all(np.isfinite(tvs)) else f"detects TV >= {max(tvs):.3f}"
-    return Verdict("statistical", case, "lossless", f"within {tv} ({words}, seed {seed})", seconds, data)
+    verdict = Verdict("statistical", case, "lossless", f"within {tv} ({words}, seed {seed})", seconds, data)
+    return _served(driver, case, verdict)
 
 
 def greedy(driver: Any, case: EngineCase, n: int = 10) -> Verdict:
@@ -204,9 +240,12 @@ def greedy(driver: Any, case: EngineCase, n: int = 10) -> Verdict:
     if wrong:
         i, o = wrong[0]
         detail = f"request {i} served {list(o)}, without speculation {list(want_of[i])} ({len(wrong)} of {n} differ)"
-        return Verdict("greedy", case, "not lossless", detail, seconds, {"requests": n, "request": i})
-    shown = " and ".join(str(list(w)) for w in wants)
-    return Verdict("greedy", case, "lossless", f"{n} of {n} generations equal {shown}", seconds, {"requests": n})
+        return _served(
+            driver, case, Verdict("greedy", case, "not lossless", detail, seconds, {"requests": n, "request": i})
+        )
+    equal = " and ".join(str(list(w)) for w in wants)
+    verdict = Verdict("greedy", case, "lossless", f"{n} of {n} generations equal {equal}", seconds, {"requests": n})
+    return _served(driver, case, verdict)
 
 
 def differential(driver: Any, case: EngineCase, requests: int = 10, tolerance: float = ROW_TOLERANCE) -> Verdict:

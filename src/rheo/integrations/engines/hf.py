@@ -14,6 +14,11 @@ Methods (``METHODS``):
   (``generate(assistant_model=..., tokenizer=..., assistant_tokenizer=...)``), the
   assistant's vocabulary the target's words in reverse order plus one of its own.
 
+Case settings (``EngineCase.extra``, ``EXTRAS``): ``prefill_chunk`` k prefills the prompt k
+tokens a forward (``generate(prefill_chunk_size=k)``); ``prefix_cache`` hands ``generate`` a
+cache of the prompt but its last ``PROMPT_TAIL`` tokens, filled by an earlier forward of the
+target (``past_key_values=``, a fresh copy per request: a user's reused prompt cache).
+
 The reference (``reference_law``) is the target alone: one full forward (no cache) per
 prefix, through the logits processors ``generate`` builds for the same sampler settings
 (temperature, top-k, top-p; T = 0 the argmax), the product over the n tokens.
@@ -22,6 +27,7 @@ prefix, through the logits processors ``generate`` builds for the same sampler s
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +40,8 @@ from rheo.integrations.transformers_assisted.generators import WordTokenizer, on
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model, word_tokenizer, words
 
 METHODS = ("assisted", "prompt_lookup", "usd")
+EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+PROMPT_TAIL = 3  # prefix_cache: the prompt's last tokens that generate still has to encode
 TARGET_SEED, DRAFT_SEED = 0, 1
 
 
@@ -56,6 +64,7 @@ class TransformersEngine:
     seed is given."""
 
     name = "transformers"
+    extras = EXTRAS
     methods = METHODS
     families = FAMILIES
     traceable = True  # its draws (torch.multinomial, torch.rand_like) are followed exactly
@@ -86,6 +95,11 @@ class TransformersEngine:
             return "usd at T = 0 is transformers' greedy different-tokenizer path, not universal assisted decoding"
         if case.method != "assisted" and case.drafter != "model":
             return f"drafter {case.drafter}: only assisted generation takes a drafter model"
+        unknown = [k for k, _ in case.extra if k not in EXTRAS]
+        if unknown:
+            return f"extra {unknown[0]}: the transformers driver honours {', '.join(EXTRAS)}"
+        if dict(case.extra).get("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
+            return f"prefix_cache: the prompt needs more than {PROMPT_TAIL} tokens"
         if case.drafter == "reject" and self.never_sampled(case) is None:
             return "drafter reject: every token has positive probability after some reachable prefix (lower top_k)"
         return None
@@ -156,18 +170,35 @@ class TransformersEngine:
             tok, assistant_tok = self.tokenizers(case)
             kw |= {"assistant_model": self.drafter(case), "tokenizer": tok, "assistant_tokenizer": assistant_tok}
             kw |= {"num_assistant_tokens": case.draft_len, "num_assistant_tokens_schedule": "constant"}
+        if dict(case.extra).get("prefill_chunk"):
+            kw["prefill_chunk_size"] = int(dict(case.extra)["prefill_chunk"])  # type: ignore[call-overload]
         return kw
+
+    def prompt_cache(self, case: EngineCase) -> Any:
+        """The target's cache over the prompt but its last ``PROMPT_TAIL`` tokens, from one
+        forward of the model ``generate`` runs (built once; ``generate`` gets copies)."""
+        model = self.target(case)
+        key = ("prompt_cache", case.family, case.vocab, case.prompt, self.target_patch)
+        if key not in self._models:
+            cache = transformers.DynamicCache(config=model.config)
+            with quiet(), torch.no_grad():
+                model(torch.tensor([list(case.prompt[:-PROMPT_TAIL])]), cache=cache, use_cache=True)
+            self._models[key] = cache
+        return self._models[key]
 
     def generate(self, case: EngineCase, seeds: Sequence[int | None]) -> list[tuple[int, ...]]:
         """One request per seed (transformers' assisted generation takes one request at a
         time); a seed of None draws on from torch's generator as it stands (the exact check)."""
         model, kw = self.target(case), self.generate_kwargs(case)
         prompt = torch.tensor([list(case.prompt)], dtype=torch.long)
+        cache = self.prompt_cache(case) if dict(case.extra).get("prefix_cache") else None
         out = []
         with quiet(), torch.no_grad():
             for seed in seeds:
                 if seed is not None:
                     torch.manual_seed(seed)
+                if cache is not None:
+                    kw["cache"] = copy.deepcopy(cache)
                 ids = model.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
                 out.append(tuple(int(t) for t in ids[0, len(case.prompt) :].tolist()))
         return out

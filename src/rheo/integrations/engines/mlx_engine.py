@@ -15,10 +15,18 @@ Methods: ``speculative`` (a draft model of the same family, another seed). The r
 the same model's full forward per prefix (no cache) through the sampler's law:
 softmax(logits / T) over the top-k tokens (mlx-lm's ``apply_top_k`` keeps the k largest);
 top-p is not mirrored here and refused.
+
+Case settings (``EngineCase.extra``, ``EXTRAS``): ``prefill_chunk`` k prefills the prompt k
+tokens a step (``prefill_step_size=k``); ``prefix_cache`` hands ``speculative_generate_step``
+the target's and the draft's caches over the prompt but its last ``PROMPT_TAIL`` tokens
+(``prompt_cache=``, a fresh copy per request) and the rest of the prompt. mlx-lm refuses a
+rotating (sliding-window) prompt cache for speculative decoding, so ``sliding`` does not
+take it.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +35,8 @@ import numpy as np
 from rheo.integrations.engines.base import EngineCase, sequence_law
 
 METHODS = ("speculative",)
+EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+PROMPT_TAIL = 3  # prefix_cache: the prompt's last tokens that speculative_generate_step still encodes
 FAMILIES = ("llama", "gqa", "sliding")
 TARGET_SEED, DRAFT_SEED = 0, 1
 HIDDEN = 16
@@ -85,6 +95,7 @@ class MlxEngine:
     top_p = False  # mlx-lm's top-p law is not mirrored by the reference
     seeds = False  # no per-request seed: mx.random.seed before each request
     needs_torch = False
+    extras = EXTRAS
 
     def __init__(self) -> None:
         self._models: dict[tuple, Any] = {}
@@ -101,6 +112,13 @@ class MlxEngine:
             return "drafter reject: the mlx driver drafts with a tiny model or the target's own weights"
         if case.other_prompt:
             return "mixed prompts: mlx-lm's speculative generation serves one request at a time"
+        unknown = [k for k, _ in case.extra if k not in EXTRAS]
+        if unknown:
+            return f"extra {unknown[0]}: the mlx driver honours {', '.join(EXTRAS)}"
+        if dict(case.extra).get("prefix_cache") and case.family == "sliding":
+            return "prefix_cache on sliding: mlx-lm refuses a rotating prompt cache for speculative decoding"
+        if dict(case.extra).get("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
+            return f"prefix_cache: the prompt needs more than {PROMPT_TAIL} tokens"
         return None
 
     def model(self, family: str, vocab: int, seed: int) -> Any:
@@ -117,20 +135,47 @@ class MlxEngine:
         target = self.model(case.family, case.vocab, TARGET_SEED)
         draft = self.model(case.family, case.vocab, TARGET_SEED if case.drafter == "target" else DRAFT_SEED)
         sampler = make_sampler(temp=case.temperature, top_k=case.top_k or 0)
+        extra = dict(case.extra)
+        settings: dict[str, Any] = {}
+        if extra.get("prefill_chunk"):
+            settings["prefill_step_size"] = int(extra["prefill_chunk"])  # type: ignore[call-overload]
+        prompt, cache = list(case.prompt), None
+        if extra.get("prefix_cache"):
+            cache, prompt = self.prompt_cache(case, target, draft), prompt[-PROMPT_TAIL:]
         out = []
         for seed in seeds:
             if seed is not None:
                 mx.random.seed(int(seed))
+            if cache is not None:
+                settings["prompt_cache"] = copy.deepcopy(cache)
             steps = speculative_generate_step(
-                mx.array(list(case.prompt), dtype=mx.uint32),
+                mx.array(prompt, dtype=mx.uint32),
                 target,
                 draft,
                 num_draft_tokens=case.draft_len,
                 sampler=sampler,
                 max_tokens=case.n_tokens,
+                **settings,
             )
             out.append(tuple(int(token) for token, _, _ in steps))
         return out
+
+    def prompt_cache(self, case: EngineCase, target: Any, draft: Any) -> list[Any]:
+        """The target's then the draft's caches over the prompt but its last ``PROMPT_TAIL``
+        tokens (mlx-lm's layout for ``speculative_generate_step``), built once."""
+        key = ("prompt_cache", case.family, case.vocab, case.drafter, case.prompt)
+        if key not in self._models:
+            import mlx.core as mx
+            from mlx_lm.models.cache import make_prompt_cache
+
+            head = mx.array([list(case.prompt[:-PROMPT_TAIL])], dtype=mx.uint32)
+            caches = []
+            for model in (target, draft):
+                cache = make_prompt_cache(model)
+                mx.eval(model(head, cache=cache))
+                caches += cache
+            self._models[key] = caches
+        return self._models[key]
 
     def next_law(self, case: EngineCase, prefix: tuple[int, ...]) -> np.ndarray:
         key = (case.family, case.vocab, case.temperature, case.top_k, case.prompt + prefix)

@@ -11,7 +11,16 @@ smallest head size vLLM's CPU attention takes), every request of a case sent in 
 - ``draft_model``: a tiny draft model of the same family, drafting greedily (vLLM's
   default);
 - ``draft_probabilistic``: the same, ``draft_sample_method="probabilistic"``: drafts
-  sampled from the draft law, which the rejection sampler receives.
+  sampled from the draft law, which the rejection sampler receives;
+- ``eagle``: an EAGLE-1 head written here (``save_eagle_head``: random weights, the layout
+  of the published heads) drafting from the target's hidden states; Llama-architecture
+  heads serve the llama, gqa, sliding and moe targets.
+
+Case settings (``EngineCase.extra``): ``prefix_cache`` turns on vLLM's automatic prefix
+caching (the requests of a case share a prompt, so later ones read the earlier ones' cached
+blocks); ``prefill_chunk`` k prefills a longer prompt k tokens a step
+(``long_prefill_token_threshold``). The worker counts, per ``generate`` call, the draft
+tokens verified and accepted and the prefix-cache hits (vLLM's own metrics): ``stats``.
 
 The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni``
 executor), so a planted bug (``vllm_bugs``) patches the code that samples. The reference is
@@ -34,9 +43,20 @@ from typing import Any
 
 from rheo.integrations.engines.base import EngineCase, EngineRefused
 from rheo.integrations.engines.hf import DRAFT_SEED, TARGET_SEED, TransformersEngine
-from rheo.testing.engine_models import FAMILIES, save_checkpoint, tiny_model
+from rheo.testing.engine_models import FAMILIES, save_checkpoint, save_eagle_head, tiny_model
 
-METHODS = ("ngram", "draft_model", "draft_probabilistic")
+METHODS = ("ngram", "draft_model", "draft_probabilistic", "eagle")
+EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+BLOCK_SIZE = (
+    32  # the KV cache block (the CPU attention takes multiples of 32): a prefix-cache hit needs a longer prompt
+)
+# vLLM's counters (LLM.get_metrics) reported per generate call, by the names ``stats`` gives them
+METRICS = {
+    "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "accepted_tokens",
+    "vllm:prefix_cache_hits": "prefix_cache_hits",
+    "vllm:prefix_cache_queries": "prefix_cache_queries",
+}
 PLAIN = "plain"  # vLLM without speculation: the sanity check that the reference is the engine's own law
 HEAD_DIM, HIDDEN = 32, 64  # vLLM's CPU attention takes heads of 32 up; its CPU MoE kernels refuse hidden 16
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
@@ -66,6 +86,7 @@ class VllmEngine:
     name = "vllm"
     methods = METHODS
     families = FAMILIES
+    extras = EXTRAS
     traceable = False  # its draws run in C++ ops and Triton kernels: judged statistically
     call_timeout = 600.0  # seconds one request batch may take before the worker is killed
 
@@ -77,6 +98,7 @@ class VllmEngine:
         self._key: tuple | None = None
         self.bug: str | None = None  # the planted bug the worker applies (vllm_bugs), or None
         self.starts: list[float] = []  # seconds each LLM took to start, as the worker reported them
+        self.stats: dict[str, int] = {}  # vLLM's counters over the last generate call (METRICS)
 
     def supports(self, case: EngineCase) -> str | None:
         if case.method not in METHODS + (PLAIN,):
@@ -87,6 +109,11 @@ class VllmEngine:
             return "drafter reject: the vLLM driver drafts with a tiny model or the target's own weights"
         if case.drafter == "target" and case.method not in ("draft_model", "draft_probabilistic"):
             return f"drafter target: {case.method} takes no draft model"
+        if case.method == "eagle" and case.family == "hybrid":
+            return "eagle on hybrid: vLLM does not start LFM2 here (see docs/engines.md)"
+        unknown = [k for k, _ in case.extra if k not in EXTRAS]
+        if unknown:
+            return f"extra {unknown[0]}: the vLLM driver honours {', '.join(EXTRAS)}"
         return None
 
     def _start(self) -> None:
@@ -117,7 +144,7 @@ class VllmEngine:
         The seeds go to the requests only with ``per_request_seeds`` (vLLM's CPU build raises
         "CPU Generator does not use offset" on a seeded request once drafts are verified:
         docs/engines.md); else the first seed seeds the engine's generator for the call."""
-        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter)
+        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter, case.extra)
         if key != self._key:  # one LLM per worker: a second one in a process can fail to start
             self._kill()
         if self._worker is None or not self._worker.is_alive():
@@ -135,7 +162,7 @@ class VllmEngine:
         if kind in ("error", "refused"):
             self._kill()
             raise (EngineRefused if kind == "refused" else RuntimeError)(payload[0])
-        outs, starts = payload
+        outs, starts, self.stats = payload
         self.starts += starts
         return outs
 
@@ -161,6 +188,20 @@ class _LocalEngine:
             save_checkpoint(tiny_model(family, vocab, seed, hidden=HIDDEN, head_dim=HEAD_DIM), folder)
         return folder
 
+    def _eagle(self, vocab: int) -> str:
+        folder = os.path.join(self.folder, f"eagle-{vocab}-{DRAFT_SEED}")
+        if not os.path.exists(os.path.join(folder, "config.json")):
+            save_eagle_head(folder, vocab, DRAFT_SEED, hidden=HIDDEN, head_dim=HEAD_DIM)
+        return folder
+
+    def counters(self) -> dict[str, int]:
+        """vLLM's cumulative counters (METRICS) of the running LLM."""
+        out = dict.fromkeys(METRICS.values(), 0)
+        for m in self._llm.get_metrics() if self._llm is not None else ():
+            if m.name in METRICS and isinstance(getattr(m, "value", None), int | float):
+                out[METRICS[m.name]] = int(m.value)
+        return out
+
     def _stop(self) -> None:
         if self._llm is not None:
             engine = getattr(self._llm, "llm_engine", None)
@@ -171,7 +212,7 @@ class _LocalEngine:
             gc.collect()
 
     def llm(self, case: EngineCase) -> Any:
-        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter)
+        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter, case.extra)
         if key == self._key:
             return self._llm
         self._stop()
@@ -180,22 +221,32 @@ class _LocalEngine:
         spec: dict[str, Any] = {"num_speculative_tokens": case.draft_len}
         if case.method == "ngram":
             spec |= {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 2}
+        elif case.method == "eagle":
+            spec |= {"method": "eagle", "model": self._eagle(case.vocab)}
         else:
             seed = TARGET_SEED if case.drafter == "target" else DRAFT_SEED
             spec |= {"method": "draft_model", "model": self._checkpoint(case.family, case.vocab, seed)}
             if case.method == "draft_probabilistic":
                 spec["draft_sample_method"] = "probabilistic"
+        extra = dict(case.extra)
+        settings: dict[str, Any] = {}
+        if extra.get("prefix_cache"):
+            settings |= {"enable_prefix_caching": True, "block_size": BLOCK_SIZE}
+        if extra.get("prefill_chunk"):
+            settings["long_prefill_token_threshold"] = int(extra["prefill_chunk"])  # type: ignore[call-overload]
         t0 = time.perf_counter()
         self._llm = LLM(
             model=self._checkpoint(case.family, case.vocab, TARGET_SEED),
             speculative_config=None if case.method == PLAIN else spec,
             dtype="float32",
             enforce_eager=True,
-            max_model_len=64,
+            max_model_len=128,  # the tiny models' max_position_embeddings
             max_num_seqs=256,
             max_num_batched_tokens=1024,
             seed=0,
             distributed_executor_backend="uni",
+            disable_log_stats=False,  # the counters ``stats`` reads
+            **settings,
         )
         self.starts.append(time.perf_counter() - t0)
         self._key = key
@@ -232,7 +283,7 @@ class _LocalEngine:
 
 def _serve(conn: Any, folder: str) -> None:
     """The worker: answers ("generate", case, seeds, per_request_seeds, bug) with ("ok",
-    outputs, LLM start seconds) or ("error", message), until ("stop",). vLLM logs to stdout:
+    outputs, LLM start seconds, counters over the call) or ("error", message), until ("stop",). vLLM logs to stdout:
     the worker's goes to stderr, so that a parent's ``--json`` stays one object on stdout."""
     os.dup2(2, 1)
     engine = _LocalEngine(folder)
@@ -250,9 +301,11 @@ def _serve(conn: Any, folder: str) -> None:
         try:
             from rheo.integrations.engines import vllm_bugs  # vLLM at module level: the worker only
 
+            before = engine.counters()
             with vllm_bugs.PATCHES[bug]() if bug else contextlib.nullcontext():
                 outs = engine.generate(case, seeds, per_request_seeds)
-            conn.send(("ok", outs, engine.starts))
+            stats = {k: v - before[k] for k, v in engine.counters().items()}
+            conn.send(("ok", outs, engine.starts, stats))
             engine.starts = []
         except Exception as e:
             conn.send(("error", f"{type(e).__name__}: {e}"))
