@@ -214,7 +214,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--engine",
         metavar="NAME",
         help="judge an engine's own speculative generation end to end on tiny real models built here "
-        "(docs/engines.md): transformers, vllm (in the .ci/engines venv) or mlx (mlx-lm). One check per method and "
+        "(docs/engines.md): transformers, vllm (in the .ci/engines venv), mlx (mlx-lm) or llama_cpp "
+        "(llama-cpp-python, built by .ci/engines). One check per method and "
         "layer family: the exact law of its tokens where its draws can be followed, T = 0 against greedy decoding, "
         "every logits row the "
         "verifier consumed against a teacher-forced forward, and a seeded statistical run (10,000 "
@@ -224,14 +225,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--method",
         metavar="LIST",
         help="with --engine: the methods to judge, comma-separated (transformers: assisted, prompt_lookup, usd; vllm: "
-        "ngram, draft_model, draft_probabilistic; mlx: speculative; "
+        "ngram, draft_model, draft_probabilistic, eagle; mlx: speculative; llama_cpp: prompt_lookup; "
         "default all)",
     )
     gate.add_argument(
         "--family",
         metavar="LIST",
         help="with --engine: the layer families, comma-separated (llama, gqa, sliding, moe, hybrid; mlx: llama, gqa, "
-        "sliding; default all)",
+        "sliding; llama_cpp: llama, gqa; default all)",
     )
     add_json_flag(gate)
 
