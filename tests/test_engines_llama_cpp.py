@@ -94,3 +94,11 @@ def test_the_planted_kv_cache_bug_is_caught() -> None:
     finally:
         engine.close()
     assert r.failed and r.verdict == "crashed" and "llama_decode returned -1" in r.detail, r.line()
+
+
+def test_the_rows_the_sampler_consumed_match_a_full_evaluation(engine) -> None:
+    """The differential check on llama-cpp-python (``logits_all=True`` keeps the rows): every
+    row within the driver's float16-cache tolerance; the planted bug would crash first."""
+    r = v.differential(engine, EngineCase("prompt_lookup", "gqa", 1.0, n_tokens=4, prompt=A))
+    assert r.verdict == "lossless" and r.data["rows"] == 40, r.line()
+    assert r.data["tolerance"] == engine.row_tolerance

@@ -49,3 +49,17 @@ def test_the_upstream_reproducer_shows_it_without_rheo() -> None:
     assert out.returncode == 0 and "DIFFERENT" in out.stdout, out.stdout + out.stderr
     out = subprocess.run([sys.executable, str(script), "--full"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "the same" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_long_prompt_from_a_prompt_cache_prefilled_in_chunks_is_lossless(engine: MlxEngine) -> None:
+    """70 prompt tokens, the first 67 from a prompt cache (``prompt_cache=``), the rest
+    prefilled 16 a step, 4 drafts a step; the sliding family refuses the prompt cache."""
+    from rheo.checks.engines.cases import LONG_PROMPT, LONG_SETTINGS
+
+    extra = tuple(LONG_SETTINGS.items())
+    case = EngineCase("speculative", "llama", 1.0, n_tokens=3, draft_len=4, prompt=LONG_PROMPT, extra=extra)
+    r = v.statistical(engine, case, 4000)
+    assert r.verdict == "lossless", r.line()
+    assert v.greedy(engine, EngineCase(**{**case.__dict__, "temperature": 0.0})).verdict == "lossless"
+    sliding = EngineCase(**{**case.__dict__, "family": "sliding"})
+    assert "rotating prompt cache" in (engine.supports(sliding) or "")

@@ -40,7 +40,8 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
     """(check, case) for an engine whose draws cannot be followed: statistical runs (a
     mixed batch of two prompts where the driver ``batches``, then filters: top-p too where
     its reference mirrors it, ``top_p``), greedy decoding, where the driver takes per-request
-    seeds (``seeds``) seeded requests, and where it honours them (``extras``) a long prompt
+    seeds (``seeds``) seeded requests, where it shows its logits (``verified_rows``) the
+    differential check, and where it honours them (``extras``) a long prompt
     served from the prefix cache and prefilled in chunks, with 4 drafts a step, sampled and
     greedy."""
     a, b = MIXED_PROMPTS
@@ -53,6 +54,8 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
     ]
     if seeds:
         out.append(("seeded", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
+    if hasattr(driver, "verified_rows"):
+        out.append(("differential", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
     if profile == "smoke":
         return out[:1] + out[2:3]
     long = _with_extra(

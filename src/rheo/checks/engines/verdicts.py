@@ -248,9 +248,11 @@ def greedy(driver: Any, case: EngineCase, n: int = 10) -> Verdict:
     return _served(driver, case, verdict)
 
 
-def differential(driver: Any, case: EngineCase, requests: int = 10, tolerance: float = ROW_TOLERANCE) -> Verdict:
-    """Every row the verifier consumed against a teacher-forced forward of its prefix."""
+def differential(driver: Any, case: EngineCase, requests: int = 10, tolerance: float | None = None) -> Verdict:
+    """Every row the verifier consumed against a teacher-forced forward of its prefix, within
+    ``tolerance`` (default: the driver's ``row_tolerance``, else ``ROW_TOLERANCE``)."""
     t0 = time.perf_counter()
+    tolerance = float(tolerance if tolerance is not None else getattr(driver, "row_tolerance", ROW_TOLERANCE))
     refused = _refused(driver, case, "differential")
     if refused:
         return refused

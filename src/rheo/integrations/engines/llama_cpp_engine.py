@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.integrations.engines.base import EngineCase, sequence_law
+from rheo.integrations.engines.base import EngineCase, Row, sequence_law
 
 METHODS = ("prompt_lookup",)
 FAMILIES = ("llama", "gqa")
@@ -129,6 +129,10 @@ class LlamaCppEngine:
     top_p = True  # the reference mirrors llama.cpp's sampler chain (module docstring)
     seeds = True  # set_seed per request
     needs_torch = False
+    # llama.cpp keeps its KV cache in float16 (its default, kept): a key cached by an earlier
+    # batch and one computed in the same batch round differently. Measured on these models: rows
+    # up to 5.3e-4 apart (1.6e-4 with a float32 cache); a position off by one moves them by ~0.1
+    row_tolerance = 2e-3
 
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="rheo-llama-cpp-")
@@ -162,13 +166,13 @@ class LlamaCppEngine:
             write_gguf(path, family, vocab, TARGET_SEED)
         return path
 
-    def llm(self, case: EngineCase, speculative: bool = True) -> Any:
+    def llm(self, case: EngineCase, speculative: bool = True, logits_all: bool = False) -> Any:
         from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
         chunk = int(dict(case.extra).get("prefill_chunk") or 64)  # type: ignore[call-overload]
         spec = speculative and case.method != "plain"
-        key = (case.family, case.vocab, case.draft_len if spec else 0, chunk)
+        key = (case.family, case.vocab, case.draft_len if spec else 0, chunk, logits_all or not spec)
         if key not in self._llms:
             draft = _Counting(LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=case.draft_len))
             with _quiet_stderr():
@@ -179,7 +183,7 @@ class LlamaCppEngine:
                     n_ubatch=chunk,
                     n_threads=1,  # tiny models: llama.cpp's threads cost more than they save
                     n_threads_batch=1,
-                    logits_all=not spec,  # the reference reads every row
+                    logits_all=logits_all or not spec,  # the reference and the differential check read every row
                     draft_model=draft if spec else None,
                     seed=0,
                     verbose=False,
@@ -197,9 +201,16 @@ class LlamaCppEngine:
         }
 
     def generate(
-        self, case: EngineCase, seeds: Sequence[int | None], per_request_seeds: bool = False
+        self,
+        case: EngineCase,
+        seeds: Sequence[int | None],
+        per_request_seeds: bool = False,
+        logits_all: bool = False,
     ) -> list[tuple[int, ...]]:
-        llm = self.llm(case)
+        """One request per seed, in order, through one ``Llama`` (its KV cache kept between
+        requests, as llama-cpp-python keeps it). ``logits_all``: a ``Llama`` that keeps every
+        row's logits (``verified_rows``)."""
+        llm = self.llm(case, logits_all=logits_all)
         draft = llm.draft_model
         if draft is not None:
             draft.proposed = 0
@@ -231,6 +242,26 @@ class LlamaCppEngine:
             "prefix_cache_queries": len(case.prompt) * len(seeds),
         }
         return out
+
+    def verified_rows(self, case: EngineCase, seeds: Sequence[int]) -> list[Row]:
+        """The logits rows the sampler consumed for each request's tokens (a ``Llama`` with
+        ``logits_all=True``, which keeps them in ``scores``), beside the rows of one
+        evaluation of the accepted sequence without a draft; one request per seed, the KV
+        cache kept between them."""
+        rows: list[Row] = []
+        p = len(case.prompt)
+        for r, seed in enumerate(seeds):
+            (out,) = self.generate(case, [seed], logits_all=True)
+            llm = self.llm(case, logits_all=True)
+            engine = np.array(llm.scores[p - 1 : p - 1 + len(out)], dtype=np.float64)
+            accepted = list(case.prompt) + list(out)
+            plain = self.llm(case, speculative=False)
+            plain.reset()
+            plain.eval(accepted[:-1])
+            teacher = np.array(plain.scores[p - 1 : p - 1 + len(out)], dtype=np.float64)
+            for i in range(len(out)):
+                rows.append(Row(r, tuple(accepted[: p + i]), engine[i].tolist(), teacher[i].tolist()))
+        return rows
 
     def next_law(self, case: EngineCase, prefix: tuple[int, ...]) -> np.ndarray:
         """llama.cpp's law of the token after prompt + ``prefix`` without speculation."""
