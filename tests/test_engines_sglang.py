@@ -101,3 +101,17 @@ def test_block_verification_beyond_one_draft_is_judged_statistically() -> None:
     counts = output_law_shard(impl, case, 3000, seed=0)
     res = gof(counts, sequence_law(judged_instance(impl, law_instance(case))), alpha=1e-6)
     assert not res.reject and not res.impossible, (res.statistic, res.p_value)
+
+
+def test_ties_at_the_top_k_pivot_are_kept_as_sglang_keeps_them() -> None:
+    """SGLang's renormalisation keeps every token tied with the k-th (FlashInfer's semantics),
+    unlike docs/spec.md §0's token-id tie-break: its ``sampler_law`` says so, and the verify
+    step is exactly lossless against it on a case whose top-k cut falls inside a tie."""
+    from rheo.integrations.sglang import renormalised_law
+
+    law = renormalised_law(np.array([0.0, -0.5, -0.5]), 1.5, 2, None)
+    assert np.all(law > 0) and law[1] == law[2]
+    case = chain_case(1, "3/2", 4, target_top_k=2)
+    case["target_logits"] = {k: [0.0, -0.5, -0.5, -3.0] for k in case["target_logits"]}
+    cert = certify("SglangEagleRejection", case)
+    assert cert.verdict == "lossless", cert.summary()

@@ -34,9 +34,14 @@ compiled at run time (``tvm_ffi``): it does not run here.
 The server settings ``eagle_sample`` reads (``get_spec()``: rejection sampling, block
 verification, the acceptance thresholds; ``get_parallel()``: one tensor-parallel rank) come
 from stand-ins for the published server context, set for the call only. Sampling settings:
-temperature, top-k and top-p, composed as SGLang's sampler composes them (softmax at T, then
-``top_k_renorm_prob``, then ``top_p_renorm_prob``: top-p over the renormalised top-k law, the
-gate's default target law); penalties and min-p are not drawn.
+temperature, top-k and top-p, composed as the verify step composes them (softmax at T, then
+``top_k_renorm_prob``, then ``top_p_renorm_prob``: top-p over the renormalised top-k law);
+penalties and min-p are not drawn. Its renormalisation follows FlashInfer's threshold
+semantics, which keep every token tied with the pivot (top-k keeps all tokens as likely as
+the k-th; top-p sorts ascending and drops the prefix whose mass is below 1 - p), so where
+probabilities tie at the cut SGLang's law differs from the gate's default (docs/spec.md §0:
+ties broken by token id). ``sampler_law`` states SGLang's, and the output law is judged
+against it.
 
 Needs ``sglang`` (the wheel with ``--no-deps`` and its import requirements; ``.ci/engines``
 makes the venv) and Triton.
@@ -73,6 +78,30 @@ def _eagle_utils() -> Any:
     return eagle_utils
 
 
+def renormalised_law(logits: np.ndarray, temperature: float, top_k: Any, top_p: Any) -> np.ndarray:
+    """softmax(logits / T), then top-k, then top-p over the renormalised law, each keeping the
+    tokens tied with its pivot (``renorm_triton``'s and FlashInfer's semantics); T = 0: the
+    argmax (``torch.argmax``: the lowest id among ties)."""
+    V = len(logits)
+    if temperature == 0:
+        law = np.zeros(V)
+        law[int(np.argmax(logits))] = 1.0
+        return law
+    z = logits / float(temperature)
+    p = np.exp(z - np.max(z))
+    p /= p.sum()
+    if top_k is not None and int(top_k) < V:
+        pivot = np.sort(p)[::-1][max(int(top_k) - 1, 0)]
+        p = np.where(p >= pivot, p, 0.0)
+        p /= p.sum()
+    if top_p is not None and float(top_p) < 1.0:
+        ascending = np.sort(p)
+        cut = min(int(np.searchsorted(np.cumsum(ascending), 1.0 - float(top_p), side="left")), V - 1)
+        p = np.where(p >= ascending[cut], p, 0.0)
+        p /= p.sum()
+    return p
+
+
 def _prepare_on_cpu(probs: torch.Tensor) -> torch.Tensor:
     """``renorm_triton._prepare_probs`` without its device check (the kernels run on the CPU
     under Triton's interpreter): a 2-D float32 contiguous copy, as it returns on a GPU."""
@@ -93,6 +122,12 @@ class SglangEagleCpu:
 
     def __init__(self) -> None:
         self.eagle = _eagle_utils()
+
+    def sampler_law(self, logits: Any, config: dict, temperature: float) -> np.ndarray:
+        """The law the verify step targets (module docstring), in float64."""
+        return renormalised_law(
+            np.asarray(logits, dtype=np.float64), temperature, config.get("target_top_k"), config.get("target_top_p")
+        )
 
     def supports(self, config: dict) -> bool:
         """Chains without min-p (no sampling parameters are declared, so none are drawn)."""
