@@ -17,8 +17,8 @@ smallest head size vLLM's CPU attention takes), every request of a case sent in 
   heads serve the llama, gqa, sliding and moe targets.
 
 Case settings (``EngineCase.extra``): ``prefix_cache`` turns on vLLM's automatic prefix
-caching (the requests of a case share a prompt, so later ones read the earlier ones' cached
-blocks); ``prefill_chunk`` k prefills a longer prompt k tokens a step
+caching and sends each prompt once before the batch (one greedy token), so that every request
+of the batch reads its prompt's cached blocks; ``prefill_chunk`` k prefills a longer prompt k tokens a step
 (``long_prefill_token_threshold``). The worker counts, per ``generate`` call, the draft
 tokens verified and accepted and the prefix-cache hits (vLLM's own metrics): ``stats``.
 
@@ -277,6 +277,10 @@ class _LocalEngine:
                     ignore_eos=True,
                 )
             )
+        if dict(case.extra).get("prefix_cache"):  # an earlier request of each prompt fills the cache first
+            seen = list(dict.fromkeys(tuple(p["prompt_token_ids"]) for p in prompts))
+            warm = [TokensPrompt(prompt_token_ids=list(p)) for p in seen]
+            llm.generate(warm, SamplingParams(temperature=0.0, max_tokens=1), use_tqdm=False)
         outs = llm.generate(prompts, params, use_tqdm=False)
         return [tuple(int(t) for t in o.outputs[0].token_ids) for o in outs]
 
