@@ -200,6 +200,7 @@ class _Counted:
     """A driver whose counters say what its engine did (as vLLM's do)."""
 
     name, traceable = "counted", False
+    extras = ("prefix_cache",)
 
     def __init__(self, stats: dict) -> None:
         self.stats = stats

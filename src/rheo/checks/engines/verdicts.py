@@ -71,7 +71,14 @@ def shown(prompt: tuple[int, ...]) -> str:
 
 
 def _refused(driver: Any, case: EngineCase, check: str) -> Verdict | None:
-    why = driver.supports(case)
+    """Why ``driver`` cannot run ``case``: a setting (``EngineCase.extra``) it does not honour
+    (its ``extras``), or its own ``supports``; None when it can."""
+    extras = tuple(getattr(driver, "extras", ()))
+    unknown = [k for k, _ in case.extra if k not in extras]
+    if unknown:
+        why = f"extra {unknown[0]}: the {driver.name} driver honours {', '.join(extras) or 'no settings'}"
+    else:
+        why = driver.supports(case)
     return None if why is None else Verdict(check, case, "unsupported", why)
 
 
@@ -86,7 +93,7 @@ def _served(driver: Any, case: EngineCase, verdict: Verdict) -> Verdict:
     said = []
     if "draft_tokens" in stats:
         said.append(f"{stats['draft_tokens']} draft tokens verified, {stats.get('accepted_tokens', 0)} accepted")
-    if dict(case.extra).get("prefix_cache"):
+    if case.setting("prefix_cache"):
         hits, queries = stats.get("prefix_cache_hits", 0), stats.get("prefix_cache_queries", 0)
         said.append(f"{hits} of {queries} prompt tokens from the prefix cache")
     verdict.data["engine_stats"] = stats
@@ -94,7 +101,7 @@ def _served(driver: Any, case: EngineCase, verdict: Verdict) -> Verdict:
     missed = []
     if stats.get("draft_tokens") == 0 and case.method != "plain":
         missed.append("no draft token was verified")
-    if dict(case.extra).get("prefix_cache") and not stats.get("prefix_cache_hits"):
+    if case.setting("prefix_cache") and not stats.get("prefix_cache_hits"):
         missed.append("no prompt token came from the prefix cache")
     if missed and verdict.verdict == "lossless":
         verdict.verdict = "unsupported"

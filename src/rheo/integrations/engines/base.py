@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,10 @@ class EngineCase:
     vocab: int = 16
     other_prompt: tuple[int, ...] | None = None  # a mixed batch: odd requests use this prompt
     extra: tuple[tuple[str, object], ...] = field(default=())  # engine-specific settings, named
+
+    def setting(self, name: str) -> Any:
+        """The value of setting ``name`` in ``extra``, or None."""
+        return dict(self.extra).get(name)
 
     @property
     def name(self) -> str:

@@ -95,10 +95,7 @@ class TransformersEngine:
             return "usd at T = 0 is transformers' greedy different-tokenizer path, not universal assisted decoding"
         if case.method != "assisted" and case.drafter != "model":
             return f"drafter {case.drafter}: only assisted generation takes a drafter model"
-        unknown = [k for k, _ in case.extra if k not in EXTRAS]
-        if unknown:
-            return f"extra {unknown[0]}: the transformers driver honours {', '.join(EXTRAS)}"
-        if dict(case.extra).get("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
+        if case.setting("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
             return f"prefix_cache: the prompt needs more than {PROMPT_TAIL} tokens"
         if case.drafter == "reject" and self.never_sampled(case) is None:
             return "drafter reject: every token has positive probability after some reachable prefix (lower top_k)"
@@ -170,8 +167,8 @@ class TransformersEngine:
             tok, assistant_tok = self.tokenizers(case)
             kw |= {"assistant_model": self.drafter(case), "tokenizer": tok, "assistant_tokenizer": assistant_tok}
             kw |= {"num_assistant_tokens": case.draft_len, "num_assistant_tokens_schedule": "constant"}
-        if dict(case.extra).get("prefill_chunk"):
-            kw["prefill_chunk_size"] = int(dict(case.extra)["prefill_chunk"])  # type: ignore[call-overload]
+        if case.setting("prefill_chunk"):
+            kw["prefill_chunk_size"] = int(case.setting("prefill_chunk"))
         return kw
 
     def prompt_cache(self, case: EngineCase) -> Any:
@@ -191,7 +188,7 @@ class TransformersEngine:
         time); a seed of None draws on from torch's generator as it stands (the exact check)."""
         model, kw = self.target(case), self.generate_kwargs(case)
         prompt = torch.tensor([list(case.prompt)], dtype=torch.long)
-        cache = self.prompt_cache(case) if dict(case.extra).get("prefix_cache") else None
+        cache = self.prompt_cache(case) if case.setting("prefix_cache") else None
         out = []
         with quiet(), torch.no_grad():
             for seed in seeds:

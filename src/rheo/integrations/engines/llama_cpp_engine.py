@@ -155,9 +155,6 @@ class LlamaCppEngine:
             return "mixed prompts: llama-cpp-python serves one request at a time"
         if case.vocab <= len(SPECIAL):
             return f"vocab: llama.cpp's vocabulary needs more than {len(SPECIAL)} tokens"
-        unknown = [k for k, _ in case.extra if k not in EXTRAS]
-        if unknown:
-            return f"extra {unknown[0]}: the llama-cpp-python driver honours {', '.join(EXTRAS)}"
         return None
 
     def _gguf(self, family: str, vocab: int) -> str:
@@ -170,7 +167,7 @@ class LlamaCppEngine:
         from llama_cpp import Llama
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-        chunk = int(dict(case.extra).get("prefill_chunk") or 64)  # type: ignore[call-overload]
+        chunk = int(case.setting("prefill_chunk") or 64)
         spec = speculative and case.method != "plain"
         key = (case.family, case.vocab, case.draft_len if spec else 0, chunk, logits_all or not spec)
         if key not in self._llms:

@@ -112,12 +112,9 @@ class MlxEngine:
             return "drafter reject: the mlx driver drafts with a tiny model or the target's own weights"
         if case.other_prompt:
             return "mixed prompts: mlx-lm's speculative generation serves one request at a time"
-        unknown = [k for k, _ in case.extra if k not in EXTRAS]
-        if unknown:
-            return f"extra {unknown[0]}: the mlx driver honours {', '.join(EXTRAS)}"
-        if dict(case.extra).get("prefix_cache") and case.family == "sliding":
+        if case.setting("prefix_cache") and case.family == "sliding":
             return "prefix_cache on sliding: mlx-lm refuses a rotating prompt cache for speculative decoding"
-        if dict(case.extra).get("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
+        if case.setting("prefix_cache") and len(case.prompt) <= PROMPT_TAIL:
             return f"prefix_cache: the prompt needs more than {PROMPT_TAIL} tokens"
         return None
 
@@ -135,12 +132,11 @@ class MlxEngine:
         target = self.model(case.family, case.vocab, TARGET_SEED)
         draft = self.model(case.family, case.vocab, TARGET_SEED if case.drafter == "target" else DRAFT_SEED)
         sampler = make_sampler(temp=case.temperature, top_k=case.top_k or 0)
-        extra = dict(case.extra)
         settings: dict[str, Any] = {}
-        if extra.get("prefill_chunk"):
-            settings["prefill_step_size"] = int(extra["prefill_chunk"])  # type: ignore[call-overload]
+        if case.setting("prefill_chunk"):
+            settings["prefill_step_size"] = int(case.setting("prefill_chunk"))
         prompt, cache = list(case.prompt), None
-        if extra.get("prefix_cache"):
+        if case.setting("prefix_cache"):
             cache, prompt = self.prompt_cache(case, target, draft), prompt[-PROMPT_TAIL:]
         out = []
         for seed in seeds:

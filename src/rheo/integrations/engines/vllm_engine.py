@@ -47,9 +47,8 @@ from rheo.testing.engine_models import FAMILIES, save_checkpoint, save_eagle_hea
 
 METHODS = ("ngram", "draft_model", "draft_probabilistic", "eagle")
 EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
-BLOCK_SIZE = (
-    32  # the KV cache block (the CPU attention takes multiples of 32): a prefix-cache hit needs a longer prompt
-)
+# the KV cache block (the CPU attention takes multiples of 32): a prefix-cache hit needs a longer prompt
+BLOCK_SIZE = 32
 # vLLM's counters (LLM.get_metrics) reported per generate call, by the names ``stats`` gives them
 METRICS = {
     "vllm:spec_decode_num_draft_tokens": "draft_tokens",
@@ -109,11 +108,6 @@ class VllmEngine:
             return "drafter reject: the vLLM driver drafts with a tiny model or the target's own weights"
         if case.drafter == "target" and case.method not in ("draft_model", "draft_probabilistic"):
             return f"drafter target: {case.method} takes no draft model"
-        if case.method == "eagle" and case.family == "hybrid":
-            return "eagle on hybrid: vLLM does not start LFM2 here (see docs/engines.md)"
-        unknown = [k for k, _ in case.extra if k not in EXTRAS]
-        if unknown:
-            return f"extra {unknown[0]}: the vLLM driver honours {', '.join(EXTRAS)}"
         return None
 
     def _start(self) -> None:
@@ -228,12 +222,11 @@ class _LocalEngine:
             spec |= {"method": "draft_model", "model": self._checkpoint(case.family, case.vocab, seed)}
             if case.method == "draft_probabilistic":
                 spec["draft_sample_method"] = "probabilistic"
-        extra = dict(case.extra)
         settings: dict[str, Any] = {}
-        if extra.get("prefix_cache"):
+        if case.setting("prefix_cache"):
             settings |= {"enable_prefix_caching": True, "block_size": BLOCK_SIZE}
-        if extra.get("prefill_chunk"):
-            settings["long_prefill_token_threshold"] = int(extra["prefill_chunk"])  # type: ignore[call-overload]
+        if case.setting("prefill_chunk"):
+            settings["long_prefill_token_threshold"] = int(case.setting("prefill_chunk"))
         t0 = time.perf_counter()
         self._llm = LLM(
             model=self._checkpoint(case.family, case.vocab, TARGET_SEED),
@@ -277,7 +270,7 @@ class _LocalEngine:
                     ignore_eos=True,
                 )
             )
-        if dict(case.extra).get("prefix_cache"):  # an earlier request of each prompt fills the cache first
+        if case.setting("prefix_cache"):  # an earlier request of each prompt fills the cache first
             seen = list(dict.fromkeys(tuple(p["prompt_token_ids"]) for p in prompts))
             warm = [TokensPrompt(prompt_token_ids=list(p)) for p in seen]
             llm.generate(warm, SamplingParams(temperature=0.0, max_tokens=1), use_tqdm=False)
