@@ -6,6 +6,7 @@ tokens it returns against the same model without speculation; each planted engin
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,10 +16,10 @@ pytest.importorskip("transformers")
 import torch
 
 from rheo.checks.engines import verdicts as v
-from rheo.checks.engines.cases import LOOKUP_PROMPT, SHORT_LONG_PROMPT, engine_cases
+from rheo.checks.engines.cases import LOOKUP_PROMPT, PENALTY_PROMPT, SHORT_LONG_PROMPT, engine_cases
 from rheo.cli import main
 from rheo.integrations.engines import hf_bugs
-from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.base import EngineCase, penalise
 from rheo.integrations.engines.hf import TransformersEngine
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model
 
@@ -192,8 +193,58 @@ def test_extras_a_driver_does_not_honour_are_refused(engine: TransformersEngine)
 
 def test_quick_cases_cover_draft_length_four_and_the_long_prompt_settings(engine: TransformersEngine) -> None:
     cases = engine_cases("assisted", "llama", "quick", statistical=False, driver=engine)
-    assert [dict(c.extra) for _, c in cases if c.extra] == [{"prefix_cache": True}, {"prefill_chunk": 4}]
+    assert [dict(c.extra) for _, c in cases if c.extra] == [
+        {"prefix_cache": True},
+        {"prefill_chunk": 4},
+        {"repetition_penalty": 2.0},  # transformers has no frequency or presence penalty
+        {"repetition_penalty": 2.0},
+    ]
     assert any(c.draft_len == 4 for _, c in cases)
+
+
+def test_penalise_follows_ctrl_then_openai() -> None:
+    """[2, -1, 0.5, 1], tokens 0 and 1 repeated, 0 counted twice and 3 once, repetition 2,
+    frequency 0.5, presence 0.25: 2 / 2 - 2 * 0.5 - 0.25, -1 * 2, 0.5, 1 - 0.5 - 0.25."""
+    out = penalise(np.array([2.0, -1.0, 0.5, 1.0]), [0, 1, 1], [0, 0, 3], 2.0, 0.5, 0.25)
+    assert out.tolist() == [-0.25, -2.0, 0.5, 0.25]
+
+
+def test_two_references_of_the_repetition_penalty_agree() -> None:
+    """transformers' own processor (the transformers reference) and ``penalise`` on the raw
+    logits (vLLM's reference) give one law; and the penalty moves it."""
+    case = EngineCase(
+        "assisted", "gqa", 0.7, top_k=5, vocab=16, prompt=PENALTY_PROMPT, extra=(("repetition_penalty", 2.0),)
+    )
+    own, raw = TransformersEngine(), TransformersEngine(raw_penalties=True)
+    for prefix in [(), (4,), (1, 1)]:
+        assert own.next_law(case, prefix) == pytest.approx(raw.next_law(case, prefix), abs=1e-6)
+    plain = own.next_law(EngineCase("assisted", "gqa", 0.7, top_k=5, vocab=16, prompt=PENALTY_PROMPT), ())
+    assert 0.5 * float(np.abs(plain - own.next_law(case, ())).sum()) > 0.05
+
+
+@pytest.mark.parametrize("method", ["assisted", "prompt_lookup"])
+def test_a_repetition_penalty_is_lossless_exactly(engine: TransformersEngine, method: str) -> None:
+    (check, case), _ = [
+        c for c in engine_cases(method, "llama", "quick", False, engine) if c[1].setting("repetition_penalty")
+    ]
+    r = v.exact(engine, case)
+    assert check == "exact" and r.verdict == "lossless", r.line()
+
+
+class _Unpenalised(TransformersEngine):
+    """transformers generating without the case's penalty: the penalty dropped on its way."""
+
+    def generate(self, case: EngineCase, seeds: list) -> list:
+        return super().generate(replace(case, extra=()), seeds)
+
+
+def test_a_penalty_the_engine_drops_is_caught() -> None:
+    small = {**SMALL, "top_k": 3, "prompt": PENALTY_PROMPT}
+    r = v.exact(_Unpenalised(), EngineCase("assisted", "llama", 1.0, **small))
+    assert r.verdict == "lossless", r.line()  # the same driver without a penalty to drop
+    case = EngineCase("assisted", "llama", 1.0, **small, extra=(("repetition_penalty", 2.0),))
+    r = v.exact(_Unpenalised(), case)
+    assert r.verdict == "not lossless", r.line()
 
 
 class _Counted:

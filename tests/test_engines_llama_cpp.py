@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ if importlib.util.find_spec("llama_cpp") is None:
     pytest.skip("llama-cpp-python is not installed (bash .ci/engines builds it)", allow_module_level=True)
 
 from rheo.checks.engines import verdicts as v
-from rheo.checks.engines.cases import LONG_PROMPT, LONG_SETTINGS, MIXED_PROMPTS
+from rheo.checks.engines.cases import LONG_PROMPT, LONG_SETTINGS, MIXED_PROMPTS, PENALTY_PROMPT, PENALTY_SETTINGS
 from rheo.integrations.engines.base import EngineCase
 from rheo.integrations.engines.llama_cpp_engine import LlamaCppEngine, chain_law
 
@@ -48,6 +49,22 @@ def test_prompt_lookup_is_lossless(engine, family: str) -> None:
     assert r.data["engine_stats"]["draft_tokens"] > 0 and r.data["engine_stats"]["accepted_tokens"] > 0
     r = v.greedy(engine, EngineCase("prompt_lookup", family, 0.0, n_tokens=4, prompt=A))
     assert r.verdict in ("lossless", "unsupported"), r.line()  # unsupported: no n-gram matched, no draft
+
+
+def test_penalties_are_lossless(engine) -> None:
+    """repeat, frequency and presence penalties: llama.cpp's penalties sampler over the
+    tokens its chain sampled (the reference's reading, which plain llama.cpp confirms; the
+    penalties move the law by far more than the test detects), with and without drafts."""
+    settings = tuple(PENALTY_SETTINGS.items())
+    plain = EngineCase("plain", "llama", 1.0, n_tokens=3, prompt=PENALTY_PROMPT, extra=settings)
+    moved = engine.reference_law(plain), engine.reference_law(replace(plain, extra=()))
+    assert 0.5 * sum(abs(moved[0].get(k, 0) - moved[1].get(k, 0)) for k in set(moved[0]) | set(moved[1])) > 0.1
+    for case in (plain, replace(plain, method="prompt_lookup")):
+        r = v.statistical(engine, case, 10_000)
+        assert r.verdict == "lossless" and r.data["detectable_tv"] < 0.1, r.line()
+        r = v.greedy(engine, replace(case, temperature=0.0, n_tokens=4))
+        ok = ("lossless",) if case.method == "plain" else ("lossless", "unsupported")  # no n-gram match greedily
+        assert r.verdict in ok, r.line()
 
 
 def test_seeded_requests_are_reproducible(engine) -> None:

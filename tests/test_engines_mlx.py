@@ -63,3 +63,28 @@ def test_a_long_prompt_from_a_prompt_cache_prefilled_in_chunks_is_lossless(engin
     assert v.greedy(engine, EngineCase(**{**case.__dict__, "temperature": 0.0})).verdict == "lossless"
     sliding = EngineCase(**{**case.__dict__, "family": "sliding"})
     assert "rotating prompt cache" in (engine.supports(sliding) or "")
+
+
+def test_a_repetition_penalty_is_not_lossless_even_greedily(engine: MlxEngine) -> None:
+    """mlx-lm 0.32.2: ``speculative_generate_step`` shows its logits processors the prompt's
+    last token and what was sampled since, not the prompt (docs/engines.md, "Findings").
+    ``generate_step`` without a draft samples the reference law (the penalty over the
+    prompt and the output, the last 20 tokens)."""
+    from dataclasses import replace
+
+    from rheo.checks.engines.cases import PENALTY_PROMPT
+
+    case = EngineCase("plain", "llama", 1.0, n_tokens=3, prompt=PENALTY_PROMPT, extra=(("repetition_penalty", 2.0),))
+    r = v.statistical(engine, case, 4000)
+    assert r.verdict == "lossless", r.line()
+    assert v.greedy(engine, replace(case, temperature=0.0, n_tokens=4)).verdict == "lossless"
+    r = v.statistical(engine, replace(case, method="speculative"), 4000)
+    assert r.verdict == "not lossless", r.line()
+    r = v.greedy(engine, replace(case, method="speculative", temperature=0.0, n_tokens=4))
+    assert r.verdict == "not lossless", r.line()
+
+
+def test_the_penalty_reproducer_shows_it_without_rheo() -> None:
+    script = Path(__file__).resolve().parent.parent / "examples" / "upstream" / "mlx_lm_speculative_penalty_context.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "DIFFERENT" in out.stdout, out.stdout + out.stderr

@@ -42,6 +42,20 @@ def test_plain_vllm_samples_the_reference_law(engine) -> None:
     assert r.verdict == "lossless", r.line()
 
 
+def test_plain_vllm_with_penalties_samples_the_reference_law(engine) -> None:
+    """Repetition, frequency and presence penalties: the reference's reading of vLLM's
+    sampler (``base.penalise``, the prompt and output repeated, the output counted, before
+    the temperature) is vLLM's own law; greedy speculation with them equals greedy decoding."""
+    from rheo.checks.engines.cases import PENALTY_PROMPT, PENALTY_SETTINGS
+
+    case = EngineCase(PLAIN, "llama", 1.0, n_tokens=3, prompt=PENALTY_PROMPT, extra=tuple(PENALTY_SETTINGS.items()))
+    r = v.statistical(engine, case, 10_000)
+    assert r.verdict == "lossless" and r.data["detectable_tv"] < 0.1, r.line()
+    greedy = EngineCase("draft_model", "llama", 0.0, n_tokens=4, prompt=PENALTY_PROMPT, extra=case.extra)
+    r = v.greedy(engine, greedy)
+    assert r.verdict == "lossless" and r.data["engine_stats"]["accepted_tokens"] > 0, r.line()
+
+
 @pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic", "eagle"])
 def test_greedy_speculation_equals_greedy_decoding(engine, method: str) -> None:
     r = v.greedy(engine, EngineCase(method, "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B))

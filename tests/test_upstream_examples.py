@@ -23,7 +23,7 @@ UPSTREAM = ROOT / "examples" / "upstream"
 SCRIPTS = sorted(p.name for p in UPSTREAM.glob("*.py") if p.name != "__init__.py")
 ALLOWED = {"transformers", "torch", "tokenizers"} | set(sys.stdlib_module_names)
 ALLOWED_VLLM = {"vllm", "torch"} | set(sys.stdlib_module_names)
-ALLOWED_MLX = {"mlx", "mlx_lm", "numpy"} | set(sys.stdlib_module_names)
+ALLOWED_MLX = {"mlx", "mlx_lm", "numpy", "scipy"} | set(sys.stdlib_module_names)
 ALLOWED_LLAMA_CPP = {"llama_cpp", "gguf", "numpy"} | set(sys.stdlib_module_names)
 ALLOWED_FIELD = {  # docs/field.md's reproducers: the library judged, torch (and Triton for a kernel)
     "field_flashspec_verify_tokens_strides.py": {"flashspec", "torch", "triton"} | set(sys.stdlib_module_names),
@@ -51,6 +51,7 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
         "field_seqspecdecod_capped_hsd.py",
         "llama_cpp_draft_model_scores.py",
         "mlx_lm_sliding_window_speculative.py",
+        "mlx_lm_speculative_penalty_context.py",
         "transformers_gemma4_greedy_draft.py",
         "transformers_prompt_cache_assisted.py",
         "transformers_usd_pruned_logits.py",

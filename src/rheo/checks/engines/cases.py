@@ -23,6 +23,11 @@ LONG_PROMPT = (1, 2, 3, 4, 5) * 14
 LONG_SETTINGS = {"prefix_cache": True, "prefill_chunk": 16}  # EngineCase.extra of the long-prompt cases
 SHORT_LONG_PROMPT = (1, 2, 3, 4, 5) * 3  # the exact checks' long prompt: 4 prefill chunks of 4
 SHORT_LONG_SETTINGS = {"prefix_cache": True, "prefill_chunk": 4}
+# The penalties cases' settings (base.PENALTIES), each case taking those its driver honours,
+# and prompt: many distinct tokens for the repetition penalty to reach (an engine that shows
+# its penalty only some of them samples another law), a repeat for n-gram drafters.
+PENALTY_SETTINGS = {"repetition_penalty": 2.0, "frequency_penalty": 0.5, "presence_penalty": 0.5}
+PENALTY_PROMPT = (1, 2, 3, 4, 5, 6, 1, 2)
 
 
 def _with_extra(driver: Any, case: EngineCase, settings: dict[str, Any]) -> EngineCase | None:
@@ -41,9 +46,9 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
     mixed batch of two prompts where the driver ``batches``, then filters: top-p too where
     its reference mirrors it, ``top_p``), greedy decoding, where the driver takes per-request
     seeds (``seeds``) seeded requests, where it shows its logits (``verified_rows``) the
-    differential check, and where it honours them (``extras``) a long prompt
-    served from the prefix cache and prefilled in chunks, with 4 drafts a step, sampled and
-    greedy."""
+    differential check, and where it honours them (``extras``) the sampling penalties
+    (sampled and greedy) and a long prompt served from the prefix cache and prefilled in
+    chunks, with 4 drafts a step, sampled and greedy."""
     a, b = MIXED_PROMPTS
     batches, top_p, seeds = (getattr(driver, k, True) for k in ("batches", "top_p", "seeds"))
     other = b if batches else None
@@ -58,6 +63,11 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
         out.append(("differential", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
     if profile == "smoke":
         return out[:1] + out[2:3]
+    penalised = _with_extra(
+        driver, EngineCase(method, family, 1.0, n_tokens=3, prompt=PENALTY_PROMPT), PENALTY_SETTINGS
+    )
+    if penalised:
+        out += [("statistical", penalised), ("greedy", replace(penalised, temperature=0.0, n_tokens=4))]
     long = _with_extra(
         driver, EngineCase(method, family, 1.0, n_tokens=3, draft_len=4, prompt=LONG_PROMPT), LONG_SETTINGS
     )
@@ -73,7 +83,7 @@ def engine_cases(
     ``statistical``: add the seeded statistical run (a larger vocabulary, no filter) that
     confirms the exact verdicts. Where the driver honours them (``extras``), a longer
     prompt with 4 drafts a step, prefilled in chunks in one case, its start served from a
-    prompt cache in another."""
+    prompt cache in another, and the sampling penalties (exact, and greedy)."""
     p = _prompt(method)
     small: dict[str, Any] = {"vocab": 8, "n_tokens": 3, "draft_len": 2, "prompt": p}
     out: list[tuple[str, EngineCase]] = [
@@ -92,6 +102,11 @@ def engine_cases(
         for setting in SHORT_LONG_SETTINGS.items():
             long = _with_extra(driver, case, dict([setting]))
             out += [("exact", long)] if long else []
+        small_penalised = EngineCase(method, family, 1.0, top_k=3, **{**small, "prompt": PENALTY_PROMPT})
+        penalised = _with_extra(driver, small_penalised, PENALTY_SETTINGS)
+        if penalised:
+            greedy = replace(penalised, temperature=0.0, top_k=None, vocab=16, draft_len=4, n_tokens=4)
+            out += [("exact", penalised), ("greedy", greedy)]
     if method == "assisted" and profile == "deep":
         out.append(("exact", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4, "draft_len": 3})))
     if statistical:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 DRAFTERS = ("model", "target", "reject")  # an independent tiny model; the target's own weights; always rejected
+# Sampling penalties a case may set (``EngineCase.extra``), as OpenAI's API names them; a
+# driver honours those its engine applies (its ``extras``).
+PENALTIES = ("repetition_penalty", "frequency_penalty", "presence_penalty")
 
 
 @dataclass(frozen=True)
@@ -98,3 +101,27 @@ def sequence_law(case: EngineCase, next_law: Callable[[EngineCase, tuple[int, ..
                 nxt[prefix + (int(t),)] = p * float(q[t])
         law = nxt
     return law
+
+
+def penalise(
+    logits: np.ndarray,
+    repeated: Sequence[int],
+    counted: Sequence[int],
+    repetition: float | None = None,
+    frequency: float | None = None,
+    presence: float | None = None,
+) -> np.ndarray:
+    """Logits after the sampling penalties as vLLM, llama.cpp and mlx-lm apply them to raw
+    logits, before the temperature: each token in ``repeated`` has a positive logit divided
+    by ``repetition`` and any other multiplied by it (CTRL's penalty); then each token's
+    logit loses ``frequency`` times its count in ``counted`` and ``presence`` once if it
+    occurs there (OpenAI's definition). Which tokens each engine puts in ``repeated`` and
+    ``counted`` (the prompt, the output, a window of the last few) is the driver's to say."""
+    out = np.array(logits, dtype=np.float64)
+    if repetition is not None and repeated:
+        ids = np.unique(np.asarray(repeated, dtype=np.int64))
+        out[ids] = np.where(out[ids] > 0, out[ids] / repetition, out[ids] * repetition)
+    if counted:
+        counts = np.bincount(np.asarray(counted, dtype=np.int64), minlength=len(out))[: len(out)]
+        out -= (frequency or 0.0) * counts + (presence or 0.0) * (counts > 0)
+    return out

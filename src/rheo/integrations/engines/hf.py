@@ -17,11 +17,14 @@ Methods (``METHODS``):
 Case settings (``EngineCase.extra``, ``EXTRAS``): ``prefill_chunk`` k prefills the prompt k
 tokens a forward (``generate(prefill_chunk_size=k)``); ``prefix_cache`` hands ``generate`` a
 cache of the prompt but its last ``PROMPT_TAIL`` tokens, filled by an earlier forward of the
-target (``past_key_values=``, a fresh copy per request: a user's reused prompt cache).
+target (``past_key_values=``, a fresh copy per request: a user's reused prompt cache);
+``repetition_penalty`` r is ``generate(repetition_penalty=r)`` (CTRL's penalty on every token
+of the prompt and the output so far).
 
 The reference (``reference_law``) is the target alone: one full forward (no cache) per
 prefix, through the logits processors ``generate`` builds for the same sampler settings
-(temperature, top-k, top-p; T = 0 the argmax), the product over the n tokens.
+(repetition penalty, temperature, top-k, top-p; T = 0 the argmax of the processed logits),
+the product over the n tokens.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ import numpy as np
 import torch
 import transformers
 
-from rheo.integrations.engines.base import DRAFTERS, EngineCase, Row, sequence_law
+from rheo.integrations.engines.base import DRAFTERS, PENALTIES, EngineCase, Row, penalise, sequence_law
 from rheo.integrations.transformers_assisted.generators import WordTokenizer, one_thread
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model, word_tokenizer, words
 
 METHODS = ("assisted", "prompt_lookup", "usd")
-EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+# the EngineCase.extra settings this driver honours: transformers has no frequency or presence penalty
+EXTRAS = ("prefix_cache", "prefill_chunk", "repetition_penalty")
 PROMPT_TAIL = 3  # prefix_cache: the prompt's last tokens that generate still has to encode
 TARGET_SEED, DRAFT_SEED = 0, 1
 
@@ -70,9 +74,13 @@ class TransformersEngine:
     traceable = True  # its draws (torch.multinomial, torch.rand_like) are followed exactly
     trace_roots = ("transformers",)
 
-    def __init__(self, head_dim: int | None = None, hidden: int = 16) -> None:
+    def __init__(self, head_dim: int | None = None, hidden: int = 16, raw_penalties: bool = False) -> None:
         self.head_dim = head_dim  # the models' attention head size (None: hidden / heads)
         self.hidden = hidden  # the models' hidden size
+        # the reference of another engine (vLLM): the case's penalties (base.PENALTIES) applied
+        # to the raw logits first (``penalise``: the prompt and output repeated, the output
+        # counted), the processors then without transformers' own repetition penalty
+        self.raw_penalties = raw_penalties
         self._models: dict[tuple, Any] = {}
         self._laws: dict[tuple, np.ndarray] = {}
         # a planted bug's subclass of the target's class (rheo.integrations.engines.hf_bugs), or None
@@ -144,13 +152,16 @@ class TransformersEngine:
     # ---- generation ----
 
     def sampling(self, case: EngineCase) -> dict[str, Any]:
+        penalty = None if self.raw_penalties else case.setting("repetition_penalty")
+        kw: dict[str, Any] = {} if penalty is None else {"repetition_penalty": float(penalty)}
         if case.temperature == 0:
-            return {"do_sample": False}
+            return {"do_sample": False, **kw}
         return {
             "do_sample": True,
             "temperature": float(case.temperature),
             "top_k": 0 if case.top_k is None else int(case.top_k),
             "top_p": 1.0 if case.top_p is None else float(case.top_p),
+            **kw,
         }
 
     def generate_kwargs(self, case: EngineCase) -> dict[str, Any]:
@@ -203,10 +214,11 @@ class TransformersEngine:
     # ---- the reference: the target alone, sequential full forwards ----
 
     def processors(self, case: EngineCase) -> Any:
-        key = ("processors", case.family, case.vocab, case.temperature, case.top_k, case.top_p, len(case.prompt))
+        sampling = tuple(sorted(self.sampling(case).items()))
+        key = ("processors", case.family, case.vocab, sampling, len(case.prompt))
         if key not in self._models:
             model: Any = self.target(case, patched=False)
-            config, _ = model._prepare_generation_config(None, **self.sampling(case))
+            config, _ = model._prepare_generation_config(None, **dict(sampling))
             model._prepare_special_tokens(config, False, device="cpu", batch_size=1)
             self._models[key] = model._get_logits_processor(
                 generation_config=config,
@@ -226,16 +238,21 @@ class TransformersEngine:
     def next_law(self, case: EngineCase, prefix: tuple[int, ...]) -> np.ndarray:
         """The law ``generate`` samples the token after prompt + ``prefix`` from without
         speculation (float32 as transformers computes it, returned as float64)."""
-        key = (case.family, case.vocab, case.temperature, case.top_k, case.top_p, case.prompt + prefix)
+        key = (case.family, case.vocab, tuple(sorted(self.sampling(case).items())), case.extra, case.prompt + prefix)
         if key not in self._laws:
             ids = list(case.prompt + prefix)
             scores = self.logits(case, ids)[-1:]
+            if self.raw_penalties and any(case.setting(k) for k in PENALTIES):
+                rep, freq, pres = (case.setting(k) for k in PENALTIES)
+                scores = torch.tensor(
+                    penalise(scores[0].numpy(), ids, prefix, rep, freq, pres)[None], dtype=torch.float32
+                )
+            with quiet():
+                scores = self.processors(case)(torch.tensor([ids]), scores)
             if case.temperature == 0:
                 law = np.zeros(case.vocab)
                 law[int(torch.argmax(scores[0]))] = 1.0
             else:
-                with quiet():
-                    scores = self.processors(case)(torch.tensor([ids]), scores)
                 law = scores.softmax(dim=-1)[0].double().numpy()
             self._laws[key] = law
         return self._laws[key]

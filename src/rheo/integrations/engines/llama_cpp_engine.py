@@ -25,7 +25,12 @@ applies the temperature after top-p), then the softmax at T of the kept tokens (
 Case settings (``EngineCase.extra``): ``prefix_cache`` (always on in llama-cpp-python: a
 ``generate`` whose prompt shares a prefix with the cached tokens evaluates only the rest;
 the counters say how many prompt tokens came from the cache) and ``prefill_chunk`` k
-(``n_batch`` and ``n_ubatch`` k: the prompt is evaluated k tokens a batch).
+(``n_batch`` and ``n_ubatch`` k: the prompt is evaluated k tokens a batch);
+``repetition_penalty``, ``frequency_penalty`` and ``presence_penalty`` are ``generate``'s
+``repeat_penalty``, ``frequency_penalty`` and ``presence_penalty``: llama.cpp's penalties
+sampler, first in the chain, over the last 64 tokens its chain has sampled in this
+``generate`` (the output, not the prompt), which the reference applies to the raw logits
+(``base.penalise``) before the chain's law.
 """
 
 from __future__ import annotations
@@ -39,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from rheo.integrations.engines.base import EngineCase, Row, sequence_law
+from rheo.integrations.engines.base import PENALTIES, EngineCase, Row, penalise, sequence_law
 
 METHODS = ("prompt_lookup",)
 FAMILIES = ("llama", "gqa")
-EXTRAS = ("prefix_cache", "prefill_chunk")
+EXTRAS = ("prefix_cache", "prefill_chunk") + PENALTIES
+PENALTY_WINDOW = 64  # llama-cpp-python's last_n_tokens_size: llama.cpp's penalty_last_n
 TARGET_SEED = 0
 HEAD_DIM = 16  # llama.cpp takes the head size as hidden / heads: hidden 32 (llama), 64 (gqa)
 SPECIAL = ("<unk>", "<s>", "</s>", "<0x0A>")  # llama.cpp's SPM vocabulary wants these (types 2, 3, 3, 6)
@@ -194,7 +200,9 @@ class LlamaCppEngine:
             "top_p": 1.0 if case.top_p is None else float(case.top_p),
             "min_p": 0.0,
             "typical_p": 1.0,
-            "repeat_penalty": 1.0,
+            "repeat_penalty": float(case.setting("repetition_penalty") or 1.0),
+            "frequency_penalty": float(case.setting("frequency_penalty") or 0.0),
+            "presence_penalty": float(case.setting("presence_penalty") or 0.0),
         }
 
     def generate(
@@ -262,12 +270,15 @@ class LlamaCppEngine:
 
     def next_law(self, case: EngineCase, prefix: tuple[int, ...]) -> np.ndarray:
         """llama.cpp's law of the token after prompt + ``prefix`` without speculation."""
-        key = (case.family, case.vocab, case.temperature, case.top_k, case.top_p, case.prompt + prefix)
+        key = (case.family, case.vocab, case.temperature, case.top_k, case.top_p, case.extra, case.prompt + prefix)
         if key not in self._laws:
             llm = self.llm(case, speculative=False)
             llm.reset()
             llm.eval(list(case.prompt + prefix))
             logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            if any(case.setting(k) for k in PENALTIES):
+                window = prefix[-PENALTY_WINDOW:]
+                logits = penalise(logits, window, window, *(case.setting(k) for k in PENALTIES))
             self._laws[key] = chain_law(logits, case.temperature, case.top_k, case.top_p)
         return self._laws[key]
 

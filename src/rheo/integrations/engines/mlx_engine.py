@@ -21,7 +21,11 @@ tokens a step (``prefill_step_size=k``); ``prefix_cache`` hands ``speculative_ge
 the target's and the draft's caches over the prompt but its last ``PROMPT_TAIL`` tokens
 (``prompt_cache=``, a fresh copy per request) and the rest of the prompt. mlx-lm refuses a
 rotating (sliding-window) prompt cache for speculative decoding, so ``sliding`` does not
-take it.
+take it. ``repetition_penalty`` r is ``logits_processors=make_logits_processors(
+repetition_penalty=r)``: CTRL's penalty on the last 20 tokens (plain ``generate_step``
+counts the prompt and the output), which the reference applies to the raw logits
+(``base.penalise``) before the sampler's law. Method ``plain`` (``generate_step``, no draft)
+checks that the reference is mlx-lm's own law.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from rheo.integrations.engines.base import EngineCase, sequence_law
+from rheo.integrations.engines.base import EngineCase, penalise, sequence_law
 
 METHODS = ("speculative",)
-EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+EXTRAS = ("prefix_cache", "prefill_chunk", "repetition_penalty")  # the EngineCase.extra settings it honours
+PENALTY_WINDOW = 20  # make_logits_processors' repetition_context_size, its default
+PLAIN = "plain"  # generate_step without a draft model: the check that the reference is mlx-lm's own law
 PROMPT_TAIL = 3  # prefix_cache: the prompt's last tokens that speculative_generate_step still encodes
 FAMILIES = ("llama", "gqa", "sliding")
 TARGET_SEED, DRAFT_SEED = 0, 1
@@ -102,10 +108,12 @@ class MlxEngine:
         self._laws: dict[tuple, np.ndarray] = {}
 
     def supports(self, case: EngineCase) -> str | None:
-        if case.method not in METHODS:
+        if case.method not in METHODS + (PLAIN,):
             return f"method: expected one of {', '.join(METHODS)}, got {case.method!r}"
         if case.family not in FAMILIES:
             return f"family: expected one of {', '.join(FAMILIES)}, got {case.family!r}"
+        if case.method == PLAIN and case.setting("prefix_cache"):
+            return "prefix_cache: the driver builds a prompt cache for speculative generation only"
         if case.top_p is not None:
             return "top_p: mlx-lm's top-p law is not mirrored by this driver's reference"
         if case.drafter == "reject":
@@ -126,15 +134,18 @@ class MlxEngine:
 
     def generate(self, case: EngineCase, seeds: Sequence[int | None]) -> list[tuple[int, ...]]:
         import mlx.core as mx
-        from mlx_lm.generate import speculative_generate_step
-        from mlx_lm.sample_utils import make_sampler
+        from mlx_lm.generate import generate_step, speculative_generate_step
+        from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
         target = self.model(case.family, case.vocab, TARGET_SEED)
         draft = self.model(case.family, case.vocab, TARGET_SEED if case.drafter == "target" else DRAFT_SEED)
         sampler = make_sampler(temp=case.temperature, top_k=case.top_k or 0)
-        settings: dict[str, Any] = {}
+        settings: dict[str, Any] = {"max_tokens": case.n_tokens}
         if case.setting("prefill_chunk"):
             settings["prefill_step_size"] = int(case.setting("prefill_chunk"))
+        if case.setting("repetition_penalty"):
+            penalty = float(case.setting("repetition_penalty"))
+            settings["logits_processors"] = make_logits_processors(repetition_penalty=penalty)
         prompt, cache = list(case.prompt), None
         if case.setting("prefix_cache"):
             cache, prompt = self.prompt_cache(case, target, draft), prompt[-PROMPT_TAIL:]
@@ -144,13 +155,16 @@ class MlxEngine:
                 mx.random.seed(int(seed))
             if cache is not None:
                 settings["prompt_cache"] = copy.deepcopy(cache)
+            if case.method == PLAIN:
+                plain = generate_step(mx.array(prompt, dtype=mx.uint32), target, sampler=sampler, **settings)
+                out.append(tuple(int(token) for token, _ in plain))
+                continue
             steps = speculative_generate_step(
                 mx.array(prompt, dtype=mx.uint32),
                 target,
                 draft,
                 num_draft_tokens=case.draft_len,
                 sampler=sampler,
-                max_tokens=case.n_tokens,
                 **settings,
             )
             out.append(tuple(int(token) for token, _, _ in steps))
@@ -174,12 +188,15 @@ class MlxEngine:
         return self._models[key]
 
     def next_law(self, case: EngineCase, prefix: tuple[int, ...]) -> np.ndarray:
-        key = (case.family, case.vocab, case.temperature, case.top_k, case.prompt + prefix)
+        key = (case.family, case.vocab, case.temperature, case.top_k, case.extra, case.prompt + prefix)
         if key not in self._laws:
             import mlx.core as mx
 
             ids = mx.array([list(case.prompt + prefix)], dtype=mx.uint32)
             logits = np.array(self.model(case.family, case.vocab, TARGET_SEED)(ids)[0, -1], dtype=np.float64)
+            if case.setting("repetition_penalty"):
+                window = (case.prompt + prefix)[-PENALTY_WINDOW:]
+                logits = penalise(logits, window, (), float(case.setting("repetition_penalty")))
             law = np.zeros(case.vocab)
             if case.temperature == 0:
                 law[int(np.argmax(logits))] = 1.0

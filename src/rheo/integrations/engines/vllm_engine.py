@@ -19,14 +19,17 @@ smallest head size vLLM's CPU attention takes), every request of a case sent in 
 Case settings (``EngineCase.extra``): ``prefix_cache`` turns on vLLM's automatic prefix
 caching and sends each prompt once before the batch (one greedy token), so that every request
 of the batch reads its prompt's cached blocks; ``prefill_chunk`` k prefills a longer prompt k tokens a step
-(``long_prefill_token_threshold``). The worker counts, per ``generate`` call, the draft
+(``long_prefill_token_threshold``); ``repetition_penalty``, ``frequency_penalty`` and
+``presence_penalty`` go to each request's ``SamplingParams``. The worker counts, per ``generate`` call, the draft
 tokens verified and accepted and the prefix-cache hits (vLLM's own metrics): ``stats``.
 
 The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni``
 executor), so a planted bug (``vllm_bugs``) patches the code that samples. The reference is
 the same checkpoint's target alone through transformers (one full forward per prefix) with
-vLLM's sampler composition: temperature, then top-k, then top-p over the renormalised top-k
-law, which is what transformers' processors compute (``rheo.integrations.engines.hf``).
+vLLM's sampler composition: the penalties on the raw logits (``base.penalise``: the prompt
+and the output repeated, the output counted), then temperature, then top-k, then top-p over
+the renormalised top-k law, which is what transformers' processors compute
+(``rheo.integrations.engines.hf``).
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rheo.integrations.engines.base import EngineCase, EngineRefused
+from rheo.integrations.engines.base import PENALTIES, EngineCase, EngineRefused
 from rheo.integrations.engines.hf import DRAFT_SEED, TARGET_SEED, TransformersEngine
 from rheo.testing.engine_models import FAMILIES, save_checkpoint, save_eagle_head, tiny_model
 
 METHODS = ("ngram", "draft_model", "draft_probabilistic", "eagle")
-EXTRAS = ("prefix_cache", "prefill_chunk")  # the EngineCase.extra settings this driver honours
+ENGINE_EXTRAS = ("prefix_cache", "prefill_chunk")  # the settings the LLM starts with
+EXTRAS = ENGINE_EXTRAS + PENALTIES  # the EngineCase.extra settings this driver honours (penalties: per request)
 # the KV cache block (the CPU attention takes multiples of 32): a prefix-cache hit needs a longer prompt
 BLOCK_SIZE = 32
 # vLLM's counters (LLM.get_metrics) reported per generate call, by the names ``stats`` gives them
@@ -90,7 +94,7 @@ class VllmEngine:
     call_timeout = 600.0  # seconds one request batch may take before the worker is killed
 
     def __init__(self) -> None:
-        self.reference = TransformersEngine(head_dim=HEAD_DIM, hidden=HIDDEN)
+        self.reference = TransformersEngine(head_dim=HEAD_DIM, hidden=HIDDEN, raw_penalties=True)
         self.folder = tempfile.mkdtemp(prefix="rheo-vllm-")
         self._worker: Any = None
         self._conn: Any = None
@@ -138,7 +142,7 @@ class VllmEngine:
         The seeds go to the requests only with ``per_request_seeds`` (vLLM's CPU build raises
         "CPU Generator does not use offset" on a seeded request once drafts are verified:
         docs/engines.md); else the first seed seeds the engine's generator for the call."""
-        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter, case.extra)
+        key = _llm_key(case)
         if key != self._key:  # one LLM per worker: a second one in a process can fail to start
             self._kill()
         if self._worker is None or not self._worker.is_alive():
@@ -162,6 +166,13 @@ class VllmEngine:
 
     def reference_law(self, case: EngineCase) -> dict[tuple[int, ...], float]:
         return self.reference.reference_law(case)
+
+
+def _llm_key(case: EngineCase) -> tuple:
+    """What one ``LLM`` serves: cases with the same key share it (sampling settings and
+    penalties go with each request)."""
+    started = tuple((k, v) for k, v in case.extra if k in ENGINE_EXTRAS)
+    return (case.method, case.family, case.vocab, case.draft_len, case.drafter, started)
 
 
 class _LocalEngine:
@@ -206,7 +217,7 @@ class _LocalEngine:
             gc.collect()
 
     def llm(self, case: EngineCase) -> Any:
-        key = (case.method, case.family, case.vocab, case.draft_len, case.drafter, case.extra)
+        key = _llm_key(case)
         if key == self._key:
             return self._llm
         self._stop()
@@ -268,6 +279,7 @@ class _LocalEngine:
                     max_tokens=case.n_tokens,
                     seed=seed if per_request_seeds else None,
                     ignore_eos=True,
+                    **{k: float(case.setting(k)) for k in PENALTIES if case.setting(k) is not None},
                 )
             )
         if case.setting("prefix_cache"):  # an earlier request of each prompt fills the cache first
