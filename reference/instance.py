@@ -138,6 +138,7 @@ class Instance:
                 if tok >= vocab_size:
                     raise CaseError(field, f"names token {tok}, but vocab_size is {vocab_size}")
         self.deadline = deadline  # checked by the loops over vocab_size entries (None: no limit)
+        self.filter_composition = "top_k_first"  # how top-k and top-p compose (numbers.FILTER_COMPOSITIONS)
         self._target_cache: dict[Prefix, Law] = {}
         self._node_cache: dict[Prefix, NodeLaws] = {}
         self._checked: set[tuple[str, Prefix]] = set()
@@ -146,6 +147,18 @@ class Instance:
     @property
     def exact(self) -> bool:
         return self.config.exact
+
+    def composed(self, composition: str) -> Instance:
+        """This instance with top-k and top-p composed as ``composition`` says
+        (``numbers.FILTER_COMPOSITIONS``; "top_k_first" is docs/spec.md §0's): the same tables
+        and configuration, its own caches."""
+        if composition == self.filter_composition:
+            return self
+        out = Instance(self.n, self.target, self.draft, self.config, self.deadline, self.target_logits)
+        if self.target_logits is not None:
+            out.target = self.target  # the softmax of the logits, as this instance reads them
+        out.filter_composition = composition
+        return out
 
     @contextmanager
     def bounded(self, deadline: Deadline | None) -> Iterator[Instance]:
@@ -212,7 +225,8 @@ class Instance:
         law = self._target_cache.get(prefix)
         if law is None:
             c, d = self.config, self.deadline
-            law = apply_filters(temper(self.base_target_law(prefix), c.temperature, d), c.target_filters, d)
+            tempered = temper(self.base_target_law(prefix), c.temperature, d)
+            law = apply_filters(tempered, c.target_filters, d, self.filter_composition)
             self._target_cache[prefix] = law
         return law
 

@@ -197,13 +197,43 @@ class Filters(Protocol):
     def min_p(self) -> Number | None: ...
 
 
-def apply_filters(law: Law, filters: Filters, deadline: Deadline | None = None) -> Law:
+# How top-k and top-p compose when both are set (docs/spec.md §0), by FlashInfer's names:
+# "top_k_first" top-p reads the law top-k left, renormalised (the spec's order; vLLM,
+# transformers); "joint" top-p's run is measured on the law before top-k and the two kept
+# sets are intersected (FlashInfer's filter_apply_order="joint", SGLang's sampler).
+FILTER_COMPOSITIONS = ("top_k_first", "joint")
+
+
+def keep_top_k_top_p_joint(vec: Sequence[Number], k: int, top_p: Number, deadline: Deadline | None = None) -> Law:
+    """Keep the tokens in both the k largest and the shortest (prob desc, id asc) run of
+    ``vec`` itself (not renormalised after top-k) whose mass reaches top_p; renormalize."""
+    keep, mass = set(), vec[0] * 0
+    for rank, i in enumerate(paced(rank_order(vec, deadline), deadline)):
+        if rank >= k:
+            break
+        keep.add(i)
+        mass = mass + vec[i]
+        if mass >= top_p:
+            break
+    zero = vec[0] * 0
+    return normalize([x if i in keep else zero for i, x in enumerate(paced(vec, deadline))], deadline)
+
+
+def apply_filters(
+    law: Law, filters: Filters, deadline: Deadline | None = None, composition: str = "top_k_first"
+) -> Law:
     """The serving-engine filters (a ``rheo.reference.params.TargetFilters``) after
-    temperature, in their order: top_k, top_p, min_p (docs/spec.md §0)."""
-    if filters.top_k is not None:
-        law = keep_top_k(law, filters.top_k, deadline)
-    if filters.top_p is not None:
-        law = keep_top_p(law, filters.top_p, deadline)
+    temperature, in their order: top_k, top_p, min_p (docs/spec.md §0); with both top_k and
+    top_p set, composed as ``composition`` says (``FILTER_COMPOSITIONS``)."""
+    if composition not in FILTER_COMPOSITIONS:
+        raise ValueError(f"composition: expected one of {', '.join(FILTER_COMPOSITIONS)}, got {composition!r}")
+    if composition == "joint" and filters.top_k is not None and filters.top_p is not None:
+        law = keep_top_k_top_p_joint(law, filters.top_k, filters.top_p, deadline)
+    else:
+        if filters.top_k is not None:
+            law = keep_top_k(law, filters.top_k, deadline)
+        if filters.top_p is not None:
+            law = keep_top_p(law, filters.top_p, deadline)
     if filters.min_p is not None:
         law = keep_min_p(law, filters.min_p, deadline)
     return law

@@ -86,3 +86,29 @@ def test_field_adapter_quick_gate(library, impl, cases, lossless, tmp_path):
     assert rc == (0 if lossless else 1), json.dumps(report)[:3000]
     if not lossless:
         assert any("not lossless" in c["detail"] for c in report["checks"] if c["verdict"] == "fail")
+
+
+MIXED = "impl: mixed batches"
+
+
+@pytest.mark.parametrize(
+    ("impl", "lossless"),
+    [("field_flashspec.py:VerifyTokensTritonMixed", True), ("field_flashspec.py:VerifyTokensTritonSlicedMixed", False)],
+    ids=["contiguous", "sliced"],
+)
+def test_a_mixed_batch_catches_the_sliced_kernel_without_picking_a_row(impl, lossless, tmp_path):
+    """The sliced-view kernel call on a batch of different requests (docs/field.md, defect 2):
+    a request alone sits in row 0 and is certified lossless; the gate's mixed batches put a
+    request in row 1, and exact certification of the batch names it."""
+    pytest.importorskip("triton")
+    pytest.importorskip("flashspec")
+    rc, report = gate(f"examples/field/{impl}", "--profile", "smoke", "--only", MIXED, "--out", str(tmp_path))
+    (check,) = [c for c in report["checks"] if c["name"].startswith(MIXED)]
+    if lossless:
+        assert rc == 0 and check["verdict"] == "pass", check
+        return
+    assert rc == 1 and check["verdict"] == "fail" and "row 1" in check["detail"] and "exact" in check["detail"], check
+    rc, report = gate(
+        f"examples/field/{impl}", "--cases", KERNEL, "--cases-only", "--only", EXACT, "--out", str(tmp_path / "alone")
+    )
+    verdict(rc, report, lossless=True)  # one request a call: row 0, read right

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rheo.checks.cases import space
+from rheo.checks.cases.composition import composition_cases
 from rheo.checks.differential.decision_equality import check_decisions, compare_decisions
 from rheo.checks.protocol.inputs import float_instance
 from rheo.checks.protocol.judged import JudgedInstance, judged_instance
@@ -49,7 +50,8 @@ def test_correct_loop_implementation_passes(rheo_checker):
     rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
     decisions, exact, law, large = rheo_checker.check(LoopImplementation())
     assert large.name.startswith("impl: output law, beyond exact reach") and large.verdict == "pass", large.detail
-    drawn = len(space.select(lambda c: True, "exact", "smoke").cases)  # the smoke matrix and the coverage cases
+    # the smoke matrix, the coverage cases and the filter-composition cases
+    drawn = len(space.select(lambda c: True, "exact", "smoke").cases) + len(composition_cases())
     assert exact.verdict == "pass" and exact.detail.startswith(f"lossless (exact) on {drawn} cases"), exact.detail
     assert "shortfall" not in exact.data and exact.data["coverage"]["depth"]["covered"] == ["1", "2", "3"]
     assert decisions.data["equal"] >= 150, decisions.detail

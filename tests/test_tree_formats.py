@@ -33,6 +33,7 @@ from rheo.checks.cases import space
 torch = pytest.importorskip("torch")
 
 from rheo.casefile import load_case  # noqa: E402
+from rheo.checks.cases.composition import composition_cases  # noqa: E402
 from rheo.checks.gate.checklist import impl_checks  # noqa: E402
 from rheo.checks.gate.run import run_checks  # noqa: E402
 from rheo.checks.outcome import PROFILES  # noqa: E402
@@ -629,5 +630,6 @@ def test_adapter_passes_the_smoke_gate(tmp_path):
         "impl: output law, beyond exact reach (verifier)",
     ]
     assert all(r.verdict == "pass" for r in results), [r.detail for r in results]
-    drawn = len(space.select(lambda c: True, "exact", "smoke").cases)  # it supports every configuration
+    # it supports every configuration: the smoke matrix and the filter-composition cases
+    drawn = len(space.select(lambda c: True, "exact", "smoke").cases) + len(composition_cases())
     assert results[0].detail.startswith(f"lossless (exact) on {drawn} cases"), results[0].detail

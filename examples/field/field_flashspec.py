@@ -239,3 +239,41 @@ class GreedyStep:
         argmax = torch.as_tensor(target_logits([chain[:i] for i in range(length + 1)])).argmax(-1)
         step = greedy_step(torch.tensor([chain]), argmax[None])
         return list(chain[: int(step[0, 0])]) + [int(step[0, 1])]
+
+
+class VerifyTokensTritonMixed(_Chain):
+    """``VerifyTokensTriton`` (contiguous inputs) as an engine calls it: one kernel call over a
+    batch of different requests (``mixed_batches``: each row its own laws and temperature; one
+    draft length, the kernel's gamma). The control of ``VerifyTokensTritonSlicedMixed``."""
+
+    block_b = 4
+    time_budget = 60
+    mixed_batches = True
+    sliced = False  # hand the kernel the draft positions as a view of the scores with the bonus row
+
+    def cycle(self, draft_logits, target_logits, config, temperature):
+        return self.cycle_batch([draft_logits], [target_logits], [config], [temperature], 1)[0]
+
+    def cycle_batch(self, draft_logits, target_logits, config, temperature, rows):
+        lengths = {min(int(c["depth"]), int(c["budget"])) for c in config}
+        if len(lengths) > 1:
+            raise NotImplementedError("verify_tokens takes one draft length (gamma) per batch")
+        chains = [_draft_chains(draft_logits[r], config[r], temperature[r], 1) for r in range(rows)]
+        length = chains[0][2]
+        ids = torch.cat([c[0] for c in chains])
+        dlp = torch.cat([c[1] for c in chains]).float().contiguous()
+        tlp = torch.cat(
+            [_target_logprobs(target_logits[r], chains[r][0], temperature[r], length) for r in range(rows)]
+        ).float()
+        u = torch.rand(rows, length)
+        drafted = tlp[:, :length] if self.sliced else tlp[:, :length].contiguous()
+        _, first = _triton_verify(dlp, drafted, u, ids.contiguous(), self.block_b)
+        return _accept_then_resample(first, ids, dlp, tlp, length)
+
+
+class VerifyTokensTritonSlicedMixed(VerifyTokensTritonMixed):
+    """The sliced-view call of ``VerifyTokensTritonSliced`` on a batch of different requests. A
+    request alone (``cycle``) sits in row 0, which the kernel reads right; the gate's mixed
+    batches put requests in every row, and row 1 reads row 0's scores."""
+
+    sliced = True

@@ -23,7 +23,7 @@ from rheo.checks.exact.certify import certify_implementation, reference_tokens
 from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import case_config, case_params, law_instance
-from rheo.checks.protocol.judged import judged_instance
+from rheo.checks.protocol.judged import composition_words, judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.watch import describe
 from rheo.progress import Meter
@@ -219,6 +219,9 @@ def check_exact(
             data["search"] = {"examples": search_examples, "seed": seed, "found": found is not None}
             if cut_short[0]:
                 data["search"]["cut_short"] = cut_short[0]
+    law_words = composition_words(impl, [c.case for c in certs])
+    if law_words:
+        data["target_law"] = law_words
     crashed = [c for c in certs if c.verdict == "crashed"]
     crashes = [
         {"check": "exact certification", "implementation": impl.name, **c.to_json(), "case": c.case} for c in crashed
@@ -250,6 +253,8 @@ def check_exact(
         payload = counterexample(impl, cert, found is not None)
         if "worst_tree" in payload:
             line += f"; one cycle that begins it: {path_line(payload['worst_tree'])}"
+        if law_words:
+            line += f"; {law_words}"
         cert.detail = line
         if crashes:  # both findings: the lossy law first, the crashes beside it
             payload["also_crashed"] = crashes
@@ -308,7 +313,8 @@ def check_exact(
         f"lossless (exact) on {len(done)} cases ({names}){'' if accepts else ', but accepts no draft'}: "
         f"{figures}; "
         f"largest deviation {worst.deviation:.2g}{worst.rounding} (tolerance {worst.tolerance:g}, "
-        f"{worst.tolerance_from}), {data['runs']} runs, {sum(c.seconds for c in done):.1f} s{searched}",
+        f"{worst.tolerance_from}), {data['runs']} runs, {sum(c.seconds for c in done):.1f} s{searched}"
+        + (f"; {law_words}" if law_words else ""),
         data=data,
     )
 

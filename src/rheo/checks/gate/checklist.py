@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rheo.checks.cases.composition import composition_cases
 from rheo.checks.cases.corpus import CONTROLS
 from rheo.checks.differential.decision_equality import check_decisions
 from rheo.checks.exact.check import check_exact
@@ -19,10 +20,12 @@ from rheo.checks.gate.fastpath_checks import (
     real_model_check,
 )
 from rheo.checks.gate.generation_checks import generation_checks
+from rheo.checks.gate.mixed_checks import mixed_checks
 from rheo.checks.gate.prefix_law_checks import prefix_law_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile, statistical_budget
+from rheo.checks.protocol.inputs import case_config
 from rheo.checks.statistics.cycle_law import check_cycle_law
 from rheo.checks.statistics.output_law import check_output_law
 
@@ -94,7 +97,9 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         sel = supported_cases(impl, "exact", profile.matrix)
         if profile.impl_cases_only:  # --cases-only: the user's cases alone, no Hypothesis search
             sel = dataclasses.replace(sel, cases=[])
-        cases = sel.cases + extra
+        composed = [] if profile.impl_cases_only else composition_cases()
+        composed = [c for c in composed if impl.supports(case_config(c))]
+        cases = sel.cases + composed + extra
         outcome = check_exact(
             impl,
             cases,
@@ -160,6 +165,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
         Check(f"impl: output law ({what})", "implementation", output_law, file_stem=f"{stem}-output-law", owner=owner),
     ]
     checks += prefix_law_checks(impl, extra, stem, owner)
+    checks += mixed_checks(impl, stem, owner)
     if impl.implements_spec:
         checks.append(
             Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law", owner=owner)

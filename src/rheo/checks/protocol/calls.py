@@ -93,10 +93,20 @@ def _cycle_tokens(inst: Instance, res: Any, what: str = "tokens") -> tuple:
     return tokens
 
 
+def mixed_batches(impl: Implementation) -> bool:
+    """The implementation's ``cycle_batch`` takes rows that are different cases
+    (``mixed_batches = True``): per-row lists of draft and target logits, configs and
+    temperatures (docs/adapters.md, "Mixed batches")."""
+    return callable(getattr(impl.obj, "cycle_batch", None)) and bool(getattr(impl.obj, "mixed_batches", False))
+
+
 def call_cycle_rows(impl: Implementation, inst: Instance, rows: int) -> list[tuple]:
     """``cycle_batch``: ``rows`` copies of one cycle in one call of the engine (each row its
     own draws, row r's the r-th slice of every draw; ``rheo.checks.exact.concrete``), each
-    row's tokens checked as ``call_cycle`` checks them."""
+    row's tokens checked as ``call_cycle`` checks them. An implementation that takes mixed
+    batches gets the copies as per-row lists (``call_cycle_mixed``)."""
+    if mixed_batches(impl):
+        return call_cycle_mixed(impl, [inst] * rows)
     res = watched(
         "cycle_batch",
         inst,
@@ -110,6 +120,30 @@ def call_cycle_rows(impl: Implementation, inst: Instance, rows: int) -> list[tup
     if not isinstance(res, (list, tuple)) or len(res) != rows:
         raise BadOutput(f"cycle_batch: must return a list of {rows} token lists (one per row), got {shortened(res)}")
     return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens") for i, r in enumerate(res)]
+
+
+def call_cycle_mixed(impl: Implementation, insts: list[Instance], seeds: list[int] | None = None) -> list[tuple]:
+    """``cycle_batch`` of an implementation that takes mixed batches: row r is the request of
+    ``insts[r]``: ``draft_logits[r]``, ``target_logits[r]``, ``config[r]`` (with
+    ``config[r]["seed"]`` = ``seeds[r]`` when seeds are given: the row's own generator) and
+    ``temperature[r]``; each row's tokens checked as ``call_cycle`` checks them."""
+    configs = [protocol_config(inst) for inst in insts]
+    if seeds is not None:
+        configs = [{**config, "seed": int(seed)} for config, seed in zip(configs, seeds)]
+    rows = len(insts)
+    res = watched(
+        "cycle_batch",
+        insts[0],
+        impl.obj.cycle_batch,
+        [draft_logits_fn(inst) for inst in insts],
+        [target_logits_fn(inst) for inst in insts],
+        configs,
+        [inst.config.temperature.value for inst in insts],
+        rows,
+    )
+    if not isinstance(res, (list, tuple)) or len(res) != rows:
+        raise BadOutput(f"cycle_batch: must return a list of {rows} token lists (one per row), got {shortened(res)}")
+    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens") for i, (inst, r) in enumerate(zip(insts, res))]
 
 
 def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:

@@ -53,11 +53,25 @@ def _in_float64(inst: Instance) -> Instance:
 def judged_instance(impl: Implementation, inst: Instance) -> Instance:
     """The instance an implementation's losslessness is judged on: with ``sampler_law``, a
     float64 ``JudgedInstance`` whose target law at every prefix is
-    ``sampler_law(target logits at that prefix, config, T)``; without it, ``inst`` itself
-    (docs/spec.md §0's p_T)."""
+    ``sampler_law(target logits at that prefix, config, T)``; without it, ``inst`` with
+    top-k and top-p composed as the implementation declares (``filter_composition``:
+    docs/spec.md §0's p_T by default)."""
     if not impl.has_sampler_law:
-        return inst
+        return inst.composed(impl.filter_composition)
     return JudgedInstance(_in_float64(inst), impl)
+
+
+def composition_words(impl: Implementation, cases: list[dict]) -> str:
+    """The target law assumed where filters compose (any case with both target_top_k and
+    target_top_p), in a few words for a verdict; "" where none does."""
+    both = any(c.get("target_top_k") is not None and c.get("target_top_p") is not None for c in cases)
+    if not both:
+        return ""
+    if impl.has_sampler_law:
+        return "target law: the implementation's sampler_law"
+    if impl.filter_composition == "joint":
+        return "target law: top-k and top-p joint (top-p's run on the law before top-k, the sets intersected)"
+    return "target law: top-k, then top-p on the renormalised top-k law (docs/spec.md §0)"
 
 
 def sampler_law_difference(judged: Instance) -> tuple[float, Prefix] | None:

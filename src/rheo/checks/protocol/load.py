@@ -20,6 +20,7 @@ from typing import Any
 
 from rheo.checks import parallel
 from rheo.checks.protocol.watch import watched
+from rheo.reference.numbers import FILTER_COMPOSITIONS
 from rheo.reference.sampling import PARAMETERS
 
 # the settings of RheoSampling's tree a design with its own rules may declare it does not take
@@ -123,6 +124,18 @@ class Implementation:
         "beam")`` for a tree with its own rules): coverage reports them as not applying instead
         of as limits; the cases still carry them (docs/adapters.md)."""
         return self._declared("own_design", OWN_DESIGN, "setting names", "not a setting a design can leave out")
+
+    @property
+    def filter_composition(self) -> str:
+        """How its engine composes top-k and top-p without drafts (``filter_composition``:
+        "top_k_first", docs/spec.md §0's and the default, or "joint"); the target law it is
+        judged against follows it (``rheo.checks.protocol.judged``)."""
+        raw = getattr(self.obj, "filter_composition", None)
+        if raw is None:
+            return FILTER_COMPOSITIONS[0]
+        if raw not in FILTER_COMPOSITIONS:
+            raise ImplLoadError(f"filter_composition must be one of {', '.join(FILTER_COMPOSITIONS)}, got {raw!r}")
+        return str(raw)
 
     def supports(self, config: dict) -> bool:
         """``supports(config)``, True when absent; NotImplementedError counts as False."""
@@ -275,7 +288,7 @@ def load_implementation(spec: str) -> Implementation:
             'docs/gate.md, "Checking another implementation", for the protocol)'
         )
     try:
-        _ = impl.sampling_parameters, impl.own_design  # checked once, here
+        _ = impl.sampling_parameters, impl.own_design, impl.filter_composition  # checked once, here
     except ImplLoadError as e:
         raise ImplLoadError(f"--impl {spec}: {e}") from None
     return impl

@@ -21,7 +21,7 @@ from rheo.checks.outcome import Outcome
 from rheo.checks.protocol.calls import impl_cycle
 from rheo.checks.protocol.example_tree import path_line, with_example_tree
 from rheo.checks.protocol.inputs import law_instance, protocol_config
-from rheo.checks.protocol.judged import judged_instance, sampler_law_difference
+from rheo.checks.protocol.judged import composition_words, judged_instance, sampler_law_difference
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.checks.statistics.goodness_of_fit import GofResult, gof
@@ -446,6 +446,10 @@ def check_output_law(
             if gap > 1e-12
             else f". Its sampler_law equals docs/spec.md §0's law on these cases (largest difference {gap:.1g})"
         )
+    law_words = composition_words(impl, [case for _, case, _ in supported])
+    if law_words:
+        data["target_law"] = law_words
+        detail += f"; {law_words}"
     thin = None if worst else thin_data(data["cases"])
     if thin:
         data["thin_evidence"] = thin
