@@ -23,7 +23,10 @@ FILTERS = ("target_top_k", "target_top_p", "target_min_p", "draft_top_k")
 
 
 def _law(logits, temperature: float) -> torch.Tensor:
-    return torch.softmax(torch.as_tensor(logits, dtype=torch.float32) / temperature, dim=-1)
+    p = torch.softmax(torch.as_tensor(logits, dtype=torch.float32) / temperature, dim=-1)
+    if not bool(torch.isfinite(p).all()):  # a row of NaN, or of -inf everywhere: no law to sample
+        raise ValueError("a logits row without a law (NaN, or -inf everywhere)")
+    return p
 
 
 class KernelChain:

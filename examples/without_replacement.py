@@ -71,7 +71,10 @@ FILTERS = ("target_top_k", "target_top_p", "target_min_p", "draft_top_k")
 def _law(logits, temperature: float, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """softmax(logits / T) in ``dtype`` (each design's ``law_dtype``: float64, or float32 as
     engines compute it)."""
-    return torch.softmax(torch.as_tensor(logits, dtype=dtype) / temperature, dim=-1)
+    p = torch.softmax(torch.as_tensor(logits, dtype=dtype) / temperature, dim=-1)
+    if not bool(torch.isfinite(p).all()):  # a row of NaN, or of -inf everywhere: no law to sample
+        raise ValueError("a logits row without a law (NaN, or -inf everywhere)")
+    return p
 
 
 class _Laws:

@@ -75,8 +75,10 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
     L, n = inst.seq_len, inst.n
     zero, one, deadline = inst.zero, inst.one, inst.deadline
     extended: set[Output] = set()  # every proper prefix of an output: a prefix-closed set
+    children: dict[Output, set[int]] = {}  # the next tokens of outputs and of their prefixes
     for o in paced(law, deadline, "listing the prefixes of outputs"):
         for k in reversed(range(len(o))):  # the longest proper prefix first
+            children.setdefault(o[:k], set()).add(o[k])
             if o[:k] in extended:
                 break  # and so are the shorter ones
             extended.add(o[:k])
@@ -89,9 +91,9 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
             return one, ()
         p = inst.target_law(s)
         top: tuple[Number, Output] | None = None  # the best continuation so far, with its probability
-        for x in paced(range(n), deadline, "searching the likeliest continuation"):
+        for x, px in enumerate(paced(p, deadline, "searching the likeliest continuation")):
             # a bound: p[x] * p_T(rest | s.x) <= p[x], so x can beat the best so far only if p[x] is above it
-            if p[x] > 0 and (top is None or p[x] > top[0]):
+            if px and px > 0 and (top is None or px > top[0]):
                 sub, rest = yield max_path(s + (x,), k - 1)
                 if top is None or p[x] * sub > top[0]:
                     top = (p[x] * sub, (x,) + rest)
@@ -121,7 +123,13 @@ def max_deviation(inst: Instance, law: Mapping[Output, Number]) -> Deviation:
             settled(share)
             return
         p = inst.target_law(s)
-        for x in paced(range(n), deadline, "comparing sequences with p_T"):
+        # a token of probability 0 that no output starts with leaves A = p_T = 0 below it: no
+        # deviation there, so only the support and the outputs' tokens are visited (the cost
+        # follows the support, not V)
+        kids = children.get(s, set())
+        xs = [x for x, px in enumerate(paced(p, deadline, "comparing sequences with p_T")) if px or x in kids]
+        settled(share * (n - len(xs)) / n)
+        for x in xs:
             t = s + (x,)
             yield rec(t, a * p[x] + law.get(t, zero), pt * p[x], share / n)
 

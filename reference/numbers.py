@@ -74,8 +74,10 @@ def normalize(vec: Sequence[Number], deadline: Deadline | None = None) -> Law:
     """Divide by the total mass. The caller guarantees the total is positive.
 
     ``deadline``, here and below: checked after each entry (``paced``); None: no limit."""
-    total = sum(paced(vec[1:], deadline), vec[0])
-    return tuple(x / total for x in paced(vec, deadline))
+    total = sum((x for x in paced(vec[1:], deadline) if x), vec[0])  # zeros skipped: cost follows the support
+    if not total:
+        raise ZeroDivisionError("the total mass is 0")  # as dividing by it would (the callers name the cause)
+    return tuple(x / total if x else x for x in paced(vec, deadline))
 
 
 def argmax_lowest(vec: Sequence[Number], deadline: Deadline | None = None) -> int:

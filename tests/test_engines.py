@@ -142,7 +142,7 @@ def test_gate_engine_cli(tmp_path, capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["passed"] and out["engine"] == "transformers"
     verdicts = out["checks"][0]["data"]["verdicts"]
-    assert {x["check"] for x in verdicts} == {"exact", "differential", "greedy", "statistical"}
+    assert {x["check"] for x in verdicts} == {"exact", "differential", "greedy", "logprobs", "statistical"}
     assert all(x["verdict"] == "lossless" for x in verdicts)
 
 
@@ -287,3 +287,26 @@ def test_a_path_the_engine_did_not_take_is_not_called_lossless(stats: dict, extr
     r = v.greedy(_Counted(stats), EngineCase("ngram", "llama", 0.0, n_tokens=1, extra=extra))
     assert r.verdict == verdict, r.line()
     assert r.data["engine_stats"] == stats and "draft tokens verified" in r.detail
+
+
+@pytest.mark.parametrize("method", ["assisted", "prompt_lookup"])
+def test_scores_and_logits_under_speculation_are_the_rows_without_it(engine: TransformersEngine, method: str) -> None:
+    """``output_scores`` (processed) and ``output_logits`` (raw) of assisted generation and
+    prompt lookup, every generated token, against the same rows without speculation."""
+    r = v.logprobs(engine, EngineCase(method, "gqa", 1.0, **{**SMALL, "n_tokens": 4}, prompt=LOOKUP_PROMPT))
+    assert r.verdict == "lossless" and r.data["rows"] == 80, r.line()
+
+
+class _RowBefore(TransformersEngine):
+    """Reports each token's rows one position early (a row index off by one)."""
+
+    def reported(self, case: EngineCase, seeds: list) -> list:
+        out = []
+        for tokens, kinds in super().reported(case, seeds):
+            out.append((tokens, {k: rows[:1] + rows[:-1] for k, rows in kinds.items()}))
+        return out
+
+
+def test_logprobs_of_the_row_before_are_caught() -> None:
+    r = v.logprobs(_RowBefore(), EngineCase("assisted", "llama", 1.0, **{**SMALL, "n_tokens": 4}))
+    assert r.verdict == "not lossless" and "generated token 1" in r.detail, r.line()

@@ -56,6 +56,18 @@ def test_plain_vllm_with_penalties_samples_the_reference_law(engine) -> None:
     assert r.verdict == "lossless" and r.data["engine_stats"]["accepted_tokens"] > 0, r.line()
 
 
+def test_logprobs_under_speculation_are_the_rows_without_it(engine) -> None:
+    """vLLM's raw logprobs (``SamplingParams(logprobs=V)``) of every served token against the
+    target's log softmax after the same prefix; the target as its own drafter at T = 0 has
+    every draft accepted, so the rows of accepted drafts are the ones compared."""
+    r = v.logprobs(engine, EngineCase(PLAIN, "llama", 1.0, n_tokens=4, prompt=A))
+    assert r.verdict == "lossless", r.line()
+    case = EngineCase("draft_model", "llama", 0.0, n_tokens=6, draft_len=3, prompt=A, drafter="target")
+    r = v.logprobs(engine, case)
+    assert r.verdict == "lossless", r.line()
+    assert engine.stats["accepted_tokens"] == engine.stats["draft_tokens"] > 0, engine.stats
+
+
 @pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic", "eagle"])
 def test_greedy_speculation_equals_greedy_decoding(engine, method: str) -> None:
     r = v.greedy(engine, EngineCase(method, "llama", 0.0, n_tokens=4, prompt=A, other_prompt=B))

@@ -12,7 +12,7 @@ from rheo.checks.cases.composition import composition_cases
 from rheo.checks.exact.check import check_exact
 from rheo.checks.protocol.inputs import law_instance
 from rheo.checks.protocol.judged import judged_instance
-from rheo.checks.protocol.load import ImplLoadError, implementation_of
+from rheo.checks.protocol.load import ImplLoadError, implementation_of, load_implementation
 from rheo.reference.numbers import apply_filters
 from rheo.reference.params import TargetFilters
 
@@ -42,7 +42,7 @@ def test_the_judged_law_follows_the_declaration() -> None:
 
 
 def composition_verdict(name: str, declared: str | None = None):
-    impl = implementation_of(f"examples.filter_composition:{name}")
+    impl = load_implementation(f"examples.filter_composition:{name}")  # a fresh object: it may be changed here
     if declared is not None:
         impl.obj.filter_composition = declared  # the instance's own attribute: the class keeps its own
     return check_exact(impl, composition_cases())

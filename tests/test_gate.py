@@ -316,6 +316,8 @@ def test_the_cycle_law_check_is_listed_only_for_implementations_of_the_spec(monk
         "impl: exact certification (tree builder and verifier)",
         "impl: output law (tree builder and verifier)",
         "impl: output law, beyond exact reach (tree builder and verifier)",
+        "impl: real vocabulary sizes, exactly (tree builder and verifier)",
+        "impl: rows without a law (tree builder and verifier)",
     ]
     spec = gate.impl_checks(Implementation(SpecLoop(), "s"))
     assert [c.name for c in spec][-1] == "impl: cycle law (tree builder and verifier)"

@@ -48,7 +48,7 @@ def test_correct_loop_implementation_passes(rheo_checker):
     case: smaller than the gate's, to keep the test short)."""
     rheo_checker.cycles = 4000
     rheo_checker.level, rheo_checker.exact_search, rheo_checker.prefix_cycles = "smoke", 0, 300
-    decisions, exact, law, large = rheo_checker.check(LoopImplementation())
+    decisions, exact, law, large, *_ = rheo_checker.check(LoopImplementation())
     assert large.name.startswith("impl: output law, beyond exact reach") and large.verdict == "pass", large.detail
     # the smoke matrix, the coverage cases and the filter-composition cases
     drawn = len(space.select(lambda c: True, "exact", "smoke").cases) + len(composition_cases())
@@ -594,6 +594,8 @@ def test_whole_cycles_are_judged_exactly_and_in_law():
         "impl: exact certification (whole cycles)",
         "impl: output law (whole cycles)",
         "impl: output law, beyond exact reach (whole cycles)",
+        "impl: real vocabulary sizes, exactly (whole cycles)",
+        "impl: rows without a law (whole cycles)",
     ]
     case = {**TIED, "K": 1, "depth": 2, "budget": 2, "target_top_k": None, "draft": {"*": ["1/2", "1/4", "1/4"]}}
     assert certify_implementation(good, case).verdict == "lossless"

@@ -628,6 +628,8 @@ def test_adapter_passes_the_smoke_gate(tmp_path):
         "impl: exact certification (verifier)",
         "impl: output law (verifier)",
         "impl: output law, beyond exact reach (verifier)",
+        "impl: real vocabulary sizes, exactly (verifier)",
+        "impl: rows without a law (verifier)",
     ]
     assert all(r.verdict == "pass" for r in results), [r.detail for r in results]
     # it supports every configuration: the smoke matrix and the filter-composition cases

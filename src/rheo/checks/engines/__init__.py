@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rheo.checks.engines.cases import STATISTICAL_SAMPLES, engine_cases, served_cases
-from rheo.checks.engines.verdicts import Verdict, differential, exact, greedy, seeded, statistical
+from rheo.checks.engines.verdicts import Verdict, differential, exact, greedy, logprobs, seeded, statistical
 from rheo.checks.outcome import Check, Outcome, Profile, Progress
 
 # engine name -> (its driver "module:Class", what it needs installed, how to install it)
@@ -60,6 +60,8 @@ def run_verdict(driver: Any, check: str, case: Any, profile: str, seed: int = 0)
         return greedy(driver, case)
     if check == "seeded":
         return seeded(driver, case)
+    if check == "logprobs":
+        return logprobs(driver, case)
     return differential(driver, case)
 
 

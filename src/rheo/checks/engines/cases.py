@@ -61,6 +61,8 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
         out.append(("seeded", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
     if hasattr(driver, "verified_rows"):
         out.append(("differential", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
+    if hasattr(driver, "reported"):
+        out.append(("logprobs", EngineCase(method, family, 1.0, n_tokens=4, draft_len=2, prompt=a)))
     if profile == "smoke":
         return out[:1] + out[2:3]
     penalised = _with_extra(
@@ -91,6 +93,8 @@ def engine_cases(
         ("differential", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4})),
         ("greedy", EngineCase(method, family, 0.0, draft_len=4, n_tokens=4, prompt=p)),
     ]
+    if hasattr(driver, "reported"):  # the values it reports beside its tokens
+        out.append(("logprobs", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4})))
     if method == "assisted" and profile != "smoke":
         out += [
             ("exact", EngineCase(method, family, 1.0, top_k=2, drafter="target", **small)),

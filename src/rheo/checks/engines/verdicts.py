@@ -11,6 +11,8 @@
 - ``differential``: every logits row the verifier consumed equals the row of a
   teacher-forced forward of the accepted prefix within ``ROW_TOLERANCE``; the first row that
   differs is named by request and position.
+- ``logprobs``: every log-probability row the engine reports beside its tokens equals the
+  same row without speculation (processed: the law sampled; raw: the target's log softmax).
 """
 
 from __future__ import annotations
@@ -297,6 +299,58 @@ def differential(driver: Any, case: EngineCase, requests: int = 10, tolerance: f
         return Verdict("differential", case, "not lossless", detail, seconds, data)
     detail = f"{len(rows)} rows of {requests} requests, largest logit difference {worst:.2g} (tolerance {tolerance:g})"
     return Verdict("differential", case, "lossless", detail, seconds, data)
+
+
+def logprobs(driver: Any, case: EngineCase, requests: int = 10, tolerance: float | None = None) -> Verdict:
+    """Every log-probability row the engine reports beside its tokens (the driver's
+    ``reported``: per request, per kind, one row per generated token) against the same row
+    without speculation (``reported_reference``: the law sampled, "processed", or the
+    target's log softmax, "raw") within ``tolerance`` (default ``ROW_TOLERANCE``); -inf must
+    meet -inf. The first row that differs is named by request, position and kind."""
+    t0 = time.perf_counter()
+    tolerance = float(tolerance if tolerance is not None else ROW_TOLERANCE)
+    refused = _refused(driver, case, "logprobs")
+    if refused:
+        return refused
+    if not hasattr(driver, "reported"):
+        return Verdict("logprobs", case, "unsupported", f"{driver.name} reports no logprobs here")
+    try:
+        served = driver.reported(case, list(range(requests)))
+    except Exception as e:
+        return Verdict("logprobs", case, "crashed", f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+    worst, bad, count = 0.0, None, 0
+    for r, (tokens, kinds) in enumerate(served):
+        for kind, rows in kinds.items():
+            if len(rows) != len(tokens):
+                bad = bad or (r, kind, min(len(rows), len(tokens)), f"{len(rows)} rows for {len(tokens)} tokens")
+                continue
+            for i, row in enumerate(rows):
+                want = driver.reported_reference(case, kind, tuple(tokens[:i]))
+                got = np.asarray(row, dtype=np.float64)
+                count += 1
+                inf = np.isinf(want) | np.isinf(got)
+                if np.any(inf & (got != want)):
+                    j = int(np.flatnonzero(inf & (got != want))[0])
+                    bad = bad or (r, kind, i, f"token {j}: reported {got[j]:.6g}, without speculation {want[j]:.6g}")
+                    continue
+                diff = float(np.max(np.abs(got[~inf] - want[~inf]))) if np.any(~inf) else 0.0
+                worst = max(worst, diff)
+                if diff > tolerance:
+                    j = int(np.flatnonzero(~inf)[np.argmax(np.abs(got[~inf] - want[~inf]))])
+                    bad = bad or (r, kind, i, f"token {j}: reported {got[j]:.6g}, without speculation {want[j]:.6g}")
+    seconds = time.perf_counter() - t0
+    data: dict[str, Any] = {"rows": count, "requests": requests, "largest_difference": worst, "tolerance": tolerance}
+    if bad is not None:
+        r, kind, i, why = bad
+        detail = f"request {r}, the {kind} logprobs of generated token {i}: {why}; {count} rows compared"
+        data |= {"request": r, "position": i, "kind": kind}
+        return Verdict("logprobs", case, "not lossless", detail, seconds, data)
+    kinds_seen = sorted({k for _, kinds in served for k in kinds})
+    detail = (
+        f"{count} rows ({', '.join(kinds_seen)}) of {requests} requests, largest difference {worst:.2g} "
+        f"(tolerance {tolerance:g})"
+    )
+    return Verdict("logprobs", case, "lossless", detail, seconds, data)
 
 
 def seeded(driver: Any, case: EngineCase, requests: int = 32) -> Verdict:

@@ -24,6 +24,7 @@ from rheo.checks.gate.mixed_checks import mixed_checks
 from rheo.checks.gate.prefix_law_checks import prefix_law_checks
 from rheo.checks.gate.reference_checks import MATRIX_FAMILIES, control_check, exact_matrix_check, paper_example_check
 from rheo.checks.gate.run import impl_stem, search_seed
+from rheo.checks.gate.vocab_checks import vocab_checks
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile, statistical_budget
 from rheo.checks.protocol.inputs import case_config
 from rheo.checks.statistics.cycle_law import check_cycle_law
@@ -166,6 +167,7 @@ def impl_checks(impl, extra_cases: list[dict] | None = None) -> list[Check]:
     ]
     checks += prefix_law_checks(impl, extra, stem, owner)
     checks += mixed_checks(impl, stem, owner)
+    checks += vocab_checks(impl, stem, owner)
     if impl.implements_spec:
         checks.append(
             Check(f"impl: cycle law ({what})", "implementation", cycle_law, file_stem=f"{stem}-cycle-law", owner=owner)

@@ -29,6 +29,7 @@ from rheo.checks.protocol.outputs import (
     shortened,
     verify_nodes,
 )
+from rheo.checks.protocol.reported import check_reported
 from rheo.checks.protocol.watch import watched
 from rheo.reference import UniformChooser, Uniforms, walk
 from rheo.reference.instance import Instance
@@ -79,10 +80,12 @@ def call_cycle(impl: Implementation, inst: Instance) -> tuple:
         protocol_config(inst),
         inst.config.temperature.value,
     )
-    return _cycle_tokens(inst, res)
+    return _cycle_tokens(inst, res, impl=impl)
 
 
-def _cycle_tokens(inst: Instance, res: Any, what: str = "tokens") -> tuple:
+def _cycle_tokens(inst: Instance, res: Any, what: str = "tokens", impl: Implementation | None = None) -> tuple:
+    """The emitted tokens, checked (1 to D+1 ids in the vocabulary), and the log-probabilities
+    reported beside them (``rheo.checks.protocol.reported``)."""
     tokens = tuple(int_column(field_of(res, "tokens") if isinstance(res, dict) else res, what))
     L = inst.seq_len
     if not 1 <= len(tokens) <= L:
@@ -90,6 +93,7 @@ def _cycle_tokens(inst: Instance, res: Any, what: str = "tokens") -> tuple:
     for t in tokens:
         if not 0 <= t < inst.n:
             raise BadOutput(f"{what}: {t} is outside the vocabulary 0..{inst.n - 1}")
+    check_reported(impl, inst, res, tokens, what)
     return tokens
 
 
@@ -119,7 +123,7 @@ def call_cycle_rows(impl: Implementation, inst: Instance, rows: int) -> list[tup
     )
     if not isinstance(res, (list, tuple)) or len(res) != rows:
         raise BadOutput(f"cycle_batch: must return a list of {rows} token lists (one per row), got {shortened(res)}")
-    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens") for i, r in enumerate(res)]
+    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens", impl) for i, r in enumerate(res)]
 
 
 def call_cycle_mixed(impl: Implementation, insts: list[Instance], seeds: list[int] | None = None) -> list[tuple]:
@@ -143,7 +147,7 @@ def call_cycle_mixed(impl: Implementation, insts: list[Instance], seeds: list[in
     )
     if not isinstance(res, (list, tuple)) or len(res) != rows:
         raise BadOutput(f"cycle_batch: must return a list of {rows} token lists (one per row), got {shortened(res)}")
-    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens") for i, (inst, r) in enumerate(zip(insts, res))]
+    return [_cycle_tokens(inst, r, f"cycle_batch row {i} tokens", impl) for i, (inst, r) in enumerate(zip(insts, res))]
 
 
 def impl_cycle(impl: Implementation, inst: Instance, uniforms: Uniforms) -> tuple:

@@ -131,7 +131,8 @@ class ExactTargets(Instance):
     def target_law(self, prefix: Prefix) -> tuple:  # floats, where the reference's Law may be Fractions
         law = self._target_cache.get(prefix)
         if law is None:
-            law = self._target_cache[prefix] = tuple(float(x) for x in self.exact_instance.target_law(prefix))
+            exact = self.exact_instance.target_law(prefix)
+            law = self._target_cache[prefix] = tuple(float(x) if x else 0.0 for x in exact)
         return law
 
 

@@ -275,6 +275,46 @@ class TransformersEngine:
         free = np.flatnonzero(~seen)
         return int(free[0]) if len(free) else None
 
+    # ---- reported values: scores and logits ----
+
+    def reported(self, case: EngineCase, seeds: Sequence[int]) -> list[tuple[tuple[int, ...], dict[str, list]]]:
+        """Per request (one per seed): its tokens and, per kind, the log-probability rows
+        ``generate`` reports for them: "processed" the log softmax of ``output_scores`` (the
+        logits after the processors: the law sampled), "raw" of ``output_logits``."""
+        model, kw = self.target(case), self.generate_kwargs(case)
+        prompt = torch.tensor([list(case.prompt)], dtype=torch.long)
+        cache = self.prompt_cache(case) if case.setting("prefix_cache") else None
+        out = []
+        with quiet(), torch.no_grad():
+            for seed in seeds:
+                torch.manual_seed(seed)
+                if cache is not None:
+                    kw["cache"] = copy.deepcopy(cache)
+                res = model.generate(
+                    prompt,
+                    attention_mask=torch.ones_like(prompt),
+                    output_scores=True,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                    **kw,
+                )
+                tokens = tuple(int(t) for t in res.sequences[0, len(case.prompt) :].tolist())
+                rows = {
+                    "processed": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.scores],
+                    "raw": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.logits],
+                }
+                out.append((tokens, rows))
+        return out
+
+    def reported_reference(self, case: EngineCase, kind: str, prefix: tuple[int, ...]) -> np.ndarray:
+        """The row ``reported`` should give after prompt + ``prefix``, without speculation:
+        log of the law sampled ("processed"), log softmax of the target's logits ("raw")."""
+        if kind == "processed":
+            with np.errstate(divide="ignore"):
+                return np.log(self.next_law(case, prefix))
+        logits = self.logits(case, list(case.prompt + prefix))[-1].double()
+        return torch.log_softmax(logits, -1).numpy()
+
     # ---- the differential forward check ----
 
     def verified_rows(self, case: EngineCase, seeds: Sequence[int]) -> list[Row]:

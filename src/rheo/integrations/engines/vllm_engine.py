@@ -142,13 +142,26 @@ class VllmEngine:
         The seeds go to the requests only with ``per_request_seeds`` (vLLM's CPU build raises
         "CPU Generator does not use offset" on a seeded request once drafts are verified:
         docs/engines.md); else the first seed seeds the engine's generator for the call."""
+        return self._call(("generate", case, list(seeds), per_request_seeds, self.bug, False), case)
+
+    def reported(self, case: EngineCase, seeds: Sequence[int]) -> list[tuple[tuple[int, ...], dict[str, list]]]:
+        """Per request (one per seed, the engine's generator seeded by the first): its tokens
+        and the log-probability rows vLLM returns for them (``SamplingParams(logprobs=V)``:
+        every token's, vLLM's default ``logprobs_mode`` "raw_logprobs", the log softmax of
+        the target's logits), as kind "raw"."""
+        return self._call(("generate", case, list(seeds), False, self.bug, True), case)
+
+    def reported_reference(self, case: EngineCase, kind: str, prefix: tuple[int, ...]) -> Any:
+        return self.reference.reported_reference(case, kind, prefix)
+
+    def _call(self, message: tuple, case: EngineCase) -> Any:
         key = _llm_key(case)
         if key != self._key:  # one LLM per worker: a second one in a process can fail to start
             self._kill()
         if self._worker is None or not self._worker.is_alive():
             self._start()
             self._key = key
-        self._conn.send(("generate", case, list(seeds), per_request_seeds, self.bug))
+        self._conn.send(message)
         if not self._conn.poll(self.call_timeout):
             self._kill()
             raise TimeoutError(f"vLLM answered nothing in {self.call_timeout:g} s (the worker was killed)")
@@ -257,8 +270,9 @@ class _LocalEngine:
         return self._llm
 
     def generate(
-        self, case: EngineCase, seeds: Sequence[int | None], per_request_seeds: bool = False
-    ) -> list[tuple[int, ...]]:
+        self, case: EngineCase, seeds: Sequence[int | None], per_request_seeds: bool = False, logprobs: bool = False
+    ) -> list[Any]:
+        """Each request's tokens; with ``logprobs``, (tokens, {"raw": one row [V] per token})."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -279,6 +293,7 @@ class _LocalEngine:
                     max_tokens=case.n_tokens,
                     seed=seed if per_request_seeds else None,
                     ignore_eos=True,
+                    logprobs=case.vocab if logprobs else None,
                     **{k: float(case.setting(k)) for k in PENALTIES if case.setting(k) is not None},
                 )
             )
@@ -287,11 +302,23 @@ class _LocalEngine:
             warm = [TokensPrompt(prompt_token_ids=list(p)) for p in seen]
             llm.generate(warm, SamplingParams(temperature=0.0, max_tokens=1), use_tqdm=False)
         outs = llm.generate(prompts, params, use_tqdm=False)
-        return [tuple(int(t) for t in o.outputs[0].token_ids) for o in outs]
+        tokens = [tuple(int(t) for t in o.outputs[0].token_ids) for o in outs]
+        if not logprobs:
+            return tokens
+        rows = []
+        for o in outs:
+            per_token = []
+            for position in o.outputs[0].logprobs or []:
+                row = [float("-inf")] * case.vocab
+                for token, value in position.items():
+                    row[int(token)] = float(value.logprob)
+                per_token.append(row)
+            rows.append({"raw": per_token})
+        return list(zip(tokens, rows))
 
 
 def _serve(conn: Any, folder: str) -> None:
-    """The worker: answers ("generate", case, seeds, per_request_seeds, bug) with ("ok",
+    """The worker: answers ("generate", case, seeds, per_request_seeds, bug, logprobs) with ("ok",
     outputs, LLM start seconds, counters over the call) or ("error", message), until ("stop",). vLLM logs to stdout:
     the worker's goes to stderr, so that a parent's ``--json`` stays one object on stdout."""
     os.dup2(2, 1)
@@ -301,7 +328,7 @@ def _serve(conn: Any, folder: str) -> None:
         if message[0] == "stop":
             engine._stop()
             return
-        _, case, seeds, per_request_seeds, bug = message
+        _, case, seeds, per_request_seeds, bug, logprobs = message
         try:
             engine.llm(case)
         except Exception as e:
@@ -312,7 +339,7 @@ def _serve(conn: Any, folder: str) -> None:
 
             before = engine.counters()
             with vllm_bugs.PATCHES[bug]() if bug else contextlib.nullcontext():
-                outs = engine.generate(case, seeds, per_request_seeds)
+                outs = engine.generate(case, seeds, per_request_seeds, logprobs)
             stats = {k: v - before[k] for k, v in engine.counters().items()}
             conn.send(("ok", outs, engine.starts, stats))
             engine.starts = []
