@@ -166,10 +166,15 @@ def keep_top_k(vec: Sequence[Number], k: int, deadline: Deadline | None = None) 
     return normalize([x if i in keep else zero for i, x in enumerate(paced(vec, deadline))], deadline)
 
 
-def keep_top_p(vec: Sequence[Number], top_p: Number, deadline: Deadline | None = None) -> Law:
-    """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (docs/spec.md §0)."""
+def keep_top_p(
+    vec: Sequence[Number], top_p: Number, deadline: Deadline | None = None, at_most: int | None = None
+) -> Law:
+    """Keep the shortest (prob desc, id asc) prefix whose mass reaches top_p (docs/spec.md §0),
+    and no more than ``at_most`` tokens (the joint composition's top-k, ``keep_top_k_top_p_joint``)."""
     keep, mass = set(), vec[0] * 0
-    for i in paced(rank_order(vec, deadline), deadline):
+    for rank, i in enumerate(paced(rank_order(vec, deadline), deadline)):
+        if at_most is not None and rank >= at_most:
+            break
         keep.add(i)
         mass = mass + vec[i]
         if mass >= top_p:
@@ -209,16 +214,7 @@ FILTER_COMPOSITIONS = ("top_k_first", "joint")
 def keep_top_k_top_p_joint(vec: Sequence[Number], k: int, top_p: Number, deadline: Deadline | None = None) -> Law:
     """Keep the tokens in both the k largest and the shortest (prob desc, id asc) run of
     ``vec`` itself (not renormalised after top-k) whose mass reaches top_p; renormalize."""
-    keep, mass = set(), vec[0] * 0
-    for rank, i in enumerate(paced(rank_order(vec, deadline), deadline)):
-        if rank >= k:
-            break
-        keep.add(i)
-        mass = mass + vec[i]
-        if mass >= top_p:
-            break
-    zero = vec[0] * 0
-    return normalize([x if i in keep else zero for i, x in enumerate(paced(vec, deadline))], deadline)
+    return keep_top_p(vec, top_p, deadline, at_most=k)
 
 
 def apply_filters(

@@ -148,7 +148,8 @@ MANY = [  # (case, the fields of its errors in order, the one message the loader
         "colour: unknown key; allowed keys here: K, allowed_token_ids, arithmetic, bad_words, bad_words_scope, "
         "beam, budget, depth, description, draft, draft_law, draft_top_k, eos_token_id, epsilon, expected, "
         "frequency_penalty, generated, logit_bias, m, min_tokens, n_tokens, name, no_repeat_ngram_size, policy, "
-        "presence_penalty, prompt, proxy, repetition_penalty, repetition_penalty_form, sequence_bias, target, "
+        "presence_penalty, prompt, proxy, repetition_penalty, repetition_penalty_form, sequence_bias, "
+        "stop_sequences, stop_token_ids, target, "
         "target_logits, target_min_p, target_top_k, target_top_p, temperature, tie_break, verify, vocab_size",
     ),
     (

@@ -54,6 +54,7 @@ def test_there_is_one_reproducer_per_documented_defect_and_each_imports_only_ups
         "mlx_lm_speculative_penalty_context.py",
         "transformers_gemma4_greedy_draft.py",
         "transformers_prompt_cache_assisted.py",
+        "transformers_usd_prefill_chunk_crash.py",
         "transformers_usd_pruned_logits.py",
         "transformers_usd_subset_vocab_crash.py",
         "vllm_cpu_spec_decode_law.py",
@@ -98,6 +99,12 @@ def test_the_prompt_cache_reproducer_rejects_the_target_law_with_prompt_lookup_o
     (lookup, plain) = [m.groups() for m in CHI.finditer(text)]
     assert float(lookup[2]) < 1e-10 and float(plain[2]) > 1e-4, text
     assert "received 17 tokens on a cache of 12" in text and "received 3 tokens on a cache of 12" in text, text
+
+
+def test_the_prefill_chunk_reproducer_shows_the_crash():
+    text = run("transformers_usd_prefill_chunk_crash.py")
+    assert "with prefill_chunk_size=2: CRASH: RuntimeError: The size of tensor a" in text, text
+    assert "without it: [" in text and "(runs)" in text, text
 
 
 def test_the_subset_vocabulary_reproducer_shows_the_crash():

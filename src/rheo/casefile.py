@@ -17,9 +17,8 @@ text, nests arrays and objects at most ``MAX_NESTING`` deep, and writes every nu
 at most ``MAX_DIGITS`` digits and an exponent below ``MAX_DIGITS``; ``depth`` is at most
 ``MAX_DEPTH`` and an exact temperature 1/k has k <= ``MAX_POWER``; ``n_tokens`` (the new
 tokens of one whole generation, the protocol's ``generate``; optional, default depth + 1)
-is an integer from 1 to ``MAX_N_TOKENS``. Reading and checking
-take an optional ``Deadline`` (``rheo exact --timeout``), checked after each number, so
-a huge vocabulary stops at the deadline while it is still being read.
+is an integer from 1 to ``MAX_N_TOKENS``. Reading and checking take an optional ``Deadline``
+(``rheo exact --timeout``), checked after each number: a huge vocabulary stops in time.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from rheo.reference.deadline import Deadline, paced
 from rheo.reference.instance import Instance, Table, check_law, check_logits
 from rheo.reference.numbers import CaseError, Law, parse_exact
 from rheo.reference.params import Params, parse_prefix
+from rheo.reference.stops import check_stops
 
 MAX_CASE_BYTES = 64 * 2**20  # a case file, or a gate counterexample file holding one
 MAX_NESTING = 64  # arrays and objects inside each other; a case needs 3, a counterexample file 5
@@ -431,6 +431,7 @@ def _checked(case: dict, deadline: Deadline | None = None) -> tuple[dict, Params
     for name, key, vec in vectors:
         _guarded(found, _check_vector, tables[name], name, key, vec, n, exact, deadline, before)
         before += len(vec)
+    _guarded(found, check_stops, case, n or 0)  # stop ids below vocab_size (no vocab_size: the schema says so)
     if proxy is not None and n is not None and isinstance(proxy.get("per_prefix"), dict):
         for key in proxy["per_prefix"]:
             if _PREFIX.search(key):

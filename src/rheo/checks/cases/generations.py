@@ -20,6 +20,7 @@ Specification: docs/spec.md §5 (the n-token law), §8 (``n_tokens``).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from rheo.reference import CaseError
@@ -71,6 +72,26 @@ def generation_cases(level: str) -> list[dict[str, Any]]:
     if level not in GENERATION_CASES:
         raise ValueError(f"level must be one of {', '.join(GENERATION_CASES)}, got {level!r}")
     return [generation_case(*row) for row in GENERATION_CASES[level]]
+
+
+def stop_cases(level: str) -> list[dict[str, Any]]:
+    """Generations that stop (docs/spec.md §8, "Stops"): the level's first chain and first
+    tree case, each with an EOS id (the token the target ranks second at the root: likely
+    enough to stop often, not always) and, apart, a stop sequence of two tokens; for an
+    implementation that declares ``stops = True``."""
+    out = []
+    base = [c for c in generation_cases(level) if c["n_tokens"] >= 3]
+    for case in [next((c for c in base if c["K"] == 1), None), next((c for c in base if c["K"] > 1), None)]:
+        if case is None:
+            continue
+        root = [float(Fraction(x)) for x in case["target"][""]]
+        order = sorted(range(len(root)), key=lambda t: (-root[t], t))
+        eos, first = order[min(1, len(order) - 1)], order[0]
+        out.append({**case, "name": f"{case['name']} stop at EOS {eos}", "stop_token_ids": [eos]})
+        out.append(
+            {**case, "name": f"{case['name']} stop sequence {[first, first]}", "stop_sequences": [[first, first]]}
+        )
+    return out
 
 
 def uncovered_generation_prefix(inst, n_tokens: int) -> CaseError | None:

@@ -104,7 +104,7 @@ def certify_generation(impl: Implementation, case: dict, max_runs: int = MAX_RUN
     if tol is None:
         return cert
     try:
-        target = generation_sequence_law(judged_instance(impl, inst), n)
+        target = generation_sequence_law(judged_instance(impl, inst), n, getattr(inst, "stops", None))
     except BadOutput as e:
         cert.verdict, cert.detail = "crashed", f"malformed output: {e}"
         return cert

@@ -7,6 +7,7 @@ plus the user's ``--cases`` (each with its ``n_tokens``, default depth + 1).
 
 from __future__ import annotations
 
+from rheo.checks.cases.generations import stop_cases
 from rheo.checks.exact.generation import check_generation_exact
 from rheo.checks.outcome import FAMILY_ALPHA, Check, Outcome, Profile
 from rheo.checks.protocol.load import Implementation
@@ -35,13 +36,23 @@ def generation_checks(
         return []
     extra = list(extra_cases or [])
 
+    def with_stops(level: str) -> list[dict]:
+        """The user's cases, after the stopping generations for an implementation that
+        declares ``stops = True`` (``stop_cases``)."""
+        return (stop_cases(level) if getattr(impl.obj, "stops", False) else []) + extra
+
     def exact(profile: Profile, progress) -> Outcome:
-        return check_generation_exact(impl, profile.matrix, extra, progress=progress)
+        return check_generation_exact(impl, profile.matrix, with_stops(profile.matrix), progress=progress)
 
     def law(profile: Profile, progress) -> Outcome:
         generations = generations_per_case(profile)
         return check_generation_law(
-            impl, generations, FAMILY_ALPHA, level=profile.matrix, extra_cases=extra, progress=progress
+            impl,
+            generations,
+            FAMILY_ALPHA,
+            level=profile.matrix,
+            extra_cases=with_stops(profile.matrix),
+            progress=progress,
         )
 
     what = impl.provides()

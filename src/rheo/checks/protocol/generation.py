@@ -17,6 +17,7 @@ from rheo.checks.protocol.watch import watched
 from rheo.reference.instance import Instance, Table
 from rheo.reference.numbers import CaseError
 from rheo.reference.params import Prefix
+from rheo.reference.stops import Stops
 
 
 def n_tokens_of(case: dict) -> int:
@@ -27,8 +28,15 @@ def n_tokens_of(case: dict) -> int:
 
 
 def generation_config(inst: Instance, n_tokens: int) -> dict:
-    """The config dict ``generate`` receives: ``protocol_config`` plus "n_tokens"."""
-    return {**protocol_config(inst), "n_tokens": int(n_tokens)}
+    """The config dict ``generate`` receives: ``protocol_config`` plus "n_tokens" (max_tokens),
+    and where the case has stops (``inst.stops``, set by ``law_instance``) "stop_token_ids"
+    and "stop_sequences"."""
+    config = {**protocol_config(inst), "n_tokens": int(n_tokens)}
+    stops = getattr(inst, "stops", None)
+    if stops is not None:
+        config["stop_token_ids"] = sorted(stops.token_ids)
+        config["stop_sequences"] = [list(seq) for seq in stops.sequences]
+    return config
 
 
 def covered_law(table: Table, path: Prefix, n_tokens: int):
@@ -63,13 +71,33 @@ def generation_logits_fns(inst: Instance, n_tokens: int):
     return fn(inst.draft), fn(inst.target)
 
 
-def _read_generation(res, n_tokens: int, V: int) -> tuple[int, ...]:
+def _read_generation(res, n_tokens: int, V: int, stops: Stops | None = None) -> tuple[int, ...]:
     tokens = tuple(int_column(field_of(res, "tokens") if isinstance(res, dict) else res, "tokens"))
-    if len(tokens) != n_tokens:
-        raise BadOutput(f"tokens: {shortened(list(tokens))} must hold n_tokens = {n_tokens} tokens, got {len(tokens)}")
     for t in tokens:
         if not 0 <= t < V:
             raise BadOutput(f"tokens: {t} is outside the vocabulary 0..{V - 1}")
+    if stops is None:
+        if len(tokens) != n_tokens:
+            raise BadOutput(
+                f"tokens: {shortened(list(tokens))} must hold n_tokens = {n_tokens} tokens, got {len(tokens)}"
+            )
+        return tokens
+    if not 1 <= len(tokens) <= n_tokens:
+        raise BadOutput(f"tokens: {len(tokens)} tokens, past max_tokens (n_tokens = {n_tokens})")
+    for i in range(1, len(tokens)):
+        if stops.at(tokens[:i]):
+            raise BadOutput(
+                f"tokens: {shortened(list(tokens))}: {len(tokens) - i} token(s) after the stop at position {i - 1}"
+            )
+    stopped = stops.at(tokens)
+    if not stopped and len(tokens) < n_tokens:
+        raise BadOutput(f"tokens: {list(tokens)} ends before n_tokens = {n_tokens} without a stop")
+    reason = res.get("finish_reason") if isinstance(res, dict) else None
+    if reason is not None and reason != ("stop" if stopped else "length"):
+        raise BadOutput(
+            f"finish_reason: {reason!r} for {list(tokens)}, which ends "
+            + ("at a stop: 'stop'" if stopped else f"at max_tokens = {n_tokens}: 'length'")
+        )
     return tokens
 
 
@@ -81,7 +109,7 @@ def call_generate(impl: Implementation, inst: Instance, n_tokens: int) -> tuple[
     draft, target = generation_logits_fns(inst, n_tokens)
     config = generation_config(inst, n_tokens)
     res = watched("generate", inst, impl.obj.generate, draft, target, config, inst.config.temperature.value)
-    return _read_generation(res, n_tokens, inst.n)
+    return _read_generation(res, n_tokens, inst.n, getattr(inst, "stops", None))
 
 
 def impl_generate(impl: Implementation, inst: Instance, n_tokens: int) -> tuple[int, ...]:
@@ -90,14 +118,15 @@ def impl_generate(impl: Implementation, inst: Instance, n_tokens: int) -> tuple[
     return _guarded("generate", call_generate, impl, inst, n_tokens)
 
 
-def generation_sequence_law(inst: Instance, n_tokens: int) -> dict[tuple, float]:
+def generation_sequence_law(inst: Instance, n_tokens: int, stops: Stops | None = None) -> dict[tuple, float]:
     """p_T(Seq) = prod_i p_T(Seq_i | Seq_<i) for every Seq in V^n_tokens of positive mass,
-    with ``inst.target_law`` (a ``judged_instance``'s: its sampler law)."""
+    with ``inst.target_law`` (a ``judged_instance``'s: its sampler law); with ``stops``, the
+    stopped process's law: a sequence ends at its first stop, or at n_tokens."""
     out: dict[tuple, float] = {}
     stack: list[tuple[tuple, float]] = [((), 1.0)]
     while stack:
         prefix, pr = stack.pop()
-        if len(prefix) == n_tokens:
+        if len(prefix) == n_tokens or (stops is not None and stops.at(prefix)):
             out[prefix] = pr
             continue
         law = inst.target_law(prefix)

@@ -12,6 +12,7 @@ from rheo.reference import Uniforms
 from rheo.reference.instance import Instance
 from rheo.reference.params import Params, Prefix
 from rheo.reference.sampling import CASE_KEYS as SAMPLING_KEYS
+from rheo.reference.stops import stops_of
 
 KINDS = {"lead": 0, "sample": 1, "fill": 2}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -141,5 +142,6 @@ def law_instance(case: dict) -> Instance:
     laws (``ExactTargets``) when the case is in exact arithmetic."""
     inst = float_instance(case)
     if case.get("arithmetic", "exact") == "exact":
-        return ExactTargets(inst, load_case(case))
+        inst = ExactTargets(inst, load_case(case))
+    inst.stops = stops_of(case)  # type: ignore[attr-defined]  # a whole generation's stops (docs/spec.md §8)
     return inst

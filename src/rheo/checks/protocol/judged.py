@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
-from rheo.checks.protocol.calls import call_sampler_law
 from rheo.checks.protocol.inputs import history_of, protocol_config, raw_logits
 from rheo.checks.protocol.load import Implementation
 from rheo.checks.protocol.outputs import BadOutput
+from rheo.checks.protocol.sampler_law import call_sampler_law
 from rheo.reference.instance import Instance, Table
 from rheo.reference.params import Prefix
 

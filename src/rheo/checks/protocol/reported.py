@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from rheo.checks.protocol.inputs import raw_logits
+from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.outputs import BadOutput
 from rheo.reference.instance import Instance
 
@@ -31,15 +33,11 @@ LOGPROB_TOLERANCE = 1e-4
 
 def _expected(impl: Any, inst: Instance, kind: str, prefix: tuple[int, ...], token: int) -> float:
     if kind == "raw":
-        from rheo.checks.protocol.inputs import raw_logits
-
         logits = raw_logits(inst, prefix)
         top = float(np.max(logits))
         if not math.isfinite(top):
             return -math.inf
         return float(logits[token] - top - math.log(float(np.sum(np.exp(logits - top)))))
-    from rheo.checks.protocol.judged import judged_instance  # judged imports the calls, which import this
-
     held = getattr(inst, "_judged_for_logprobs", None)  # kept on the instance: its target laws are cached there
     if held is None or held[0] is not impl.obj:
         held = (impl.obj, judged_instance(impl, inst))

@@ -18,7 +18,12 @@ import numpy as np
 from rheo.checks import parallel
 from rheo.checks.cases.generations import generation_cases
 from rheo.checks.outcome import Outcome
-from rheo.checks.protocol.generation import generation_config, generation_sequence_law, impl_generate, n_tokens_of
+from rheo.checks.protocol.generation import (
+    generation_config,
+    generation_sequence_law,
+    impl_generate,
+    n_tokens_of,
+)
 from rheo.checks.protocol.inputs import law_instance
 from rheo.checks.protocol.judged import judged_instance
 from rheo.checks.protocol.load import Implementation, implementation_of, shipped
@@ -35,6 +40,7 @@ from rheo.checks.statistics.output_law import (
     metered_shards,
     thin_data,
 )
+from rheo.reference.stops import stops_of
 
 CHECK = "output law, whole generations"
 
@@ -119,7 +125,7 @@ def check_generation_law(
             for j, k in enumerate(parallel.shards(generations, parallel.SHARD_CYCLES))
         ]
         try:
-            law = generation_sequence_law(judged_instance(impl, law_instance(case)), n)
+            law = generation_sequence_law(judged_instance(impl, law_instance(case)), n, stops_of(case))
             counts = metered_shards(generation_law_shard, calls, f"{CHECK}, {name}", progress)
         except NotImplementedError:
             data["unsupported"].append(name)

@@ -194,22 +194,25 @@ class TransformersEngine:
             self._models[key] = cache
         return self._models[key]
 
-    def generate(self, case: EngineCase, seeds: Sequence[int | None]) -> list[tuple[int, ...]]:
-        """One request per seed (transformers' assisted generation takes one request at a
-        time); a seed of None draws on from torch's generator as it stands (the exact check)."""
-        model, kw = self.target(case), self.generate_kwargs(case)
+    def _calls(self, case: EngineCase, seeds: Sequence[int | None], **extra: Any) -> Iterator[Any]:
+        """``model.generate`` once per seed (reseeding torch's generator; None: as it stands),
+        a fresh copy of the prompt cache each time where the case has one; ``extra`` goes to
+        every call."""
+        model, kw = self.target(case), {**self.generate_kwargs(case), **extra}
         prompt = torch.tensor([list(case.prompt)], dtype=torch.long)
         cache = self.prompt_cache(case) if case.setting("prefix_cache") else None
-        out = []
         with quiet(), torch.no_grad():
             for seed in seeds:
                 if seed is not None:
                     torch.manual_seed(seed)
                 if cache is not None:
                     kw["cache"] = copy.deepcopy(cache)
-                ids = model.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
-                out.append(tuple(int(t) for t in ids[0, len(case.prompt) :].tolist()))
-        return out
+                yield model.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
+
+    def generate(self, case: EngineCase, seeds: Sequence[int | None]) -> list[tuple[int, ...]]:
+        """One request per seed (transformers' assisted generation takes one request at a
+        time); a seed of None draws on from torch's generator as it stands (the exact check)."""
+        return [tuple(int(t) for t in ids[0, len(case.prompt) :].tolist()) for ids in self._calls(case, seeds)]
 
     # ---- the reference: the target alone, sequential full forwards ----
 
@@ -281,29 +284,15 @@ class TransformersEngine:
         """Per request (one per seed): its tokens and, per kind, the log-probability rows
         ``generate`` reports for them: "processed" the log softmax of ``output_scores`` (the
         logits after the processors: the law sampled), "raw" of ``output_logits``."""
-        model, kw = self.target(case), self.generate_kwargs(case)
-        prompt = torch.tensor([list(case.prompt)], dtype=torch.long)
-        cache = self.prompt_cache(case) if case.setting("prefix_cache") else None
         out = []
-        with quiet(), torch.no_grad():
-            for seed in seeds:
-                torch.manual_seed(seed)
-                if cache is not None:
-                    kw["cache"] = copy.deepcopy(cache)
-                res = model.generate(
-                    prompt,
-                    attention_mask=torch.ones_like(prompt),
-                    output_scores=True,
-                    output_logits=True,
-                    return_dict_in_generate=True,
-                    **kw,
-                )
-                tokens = tuple(int(t) for t in res.sequences[0, len(case.prompt) :].tolist())
-                rows = {
-                    "processed": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.scores],
-                    "raw": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.logits],
-                }
-                out.append((tokens, rows))
+        flags = {"output_scores": True, "output_logits": True, "return_dict_in_generate": True}
+        for res in self._calls(case, seeds, **flags):
+            tokens = tuple(int(t) for t in res.sequences[0, len(case.prompt) :].tolist())
+            rows = {
+                "processed": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.scores],
+                "raw": [torch.log_softmax(r[0].double(), -1).numpy() for r in res.logits],
+            }
+            out.append((tokens, rows))
         return out
 
     def reported_reference(self, case: EngineCase, kind: str, prefix: tuple[int, ...]) -> np.ndarray:
