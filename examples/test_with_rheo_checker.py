@@ -31,11 +31,14 @@ def test_my_implementation_is_lossless(checker):
     """Every check ``rheo gate --impl`` runs; a failure raises AssertionError naming the
     check, its shrunk difference and the counterexample file (under the test's tmp_path)."""
     results = checker.check(LoopImplementation())
-    assert {r.name.split(" (")[0] for r in results} == {
+    # at least these (a later version of the gate may add checks: assert what you rely on)
+    assert {r.name.split(" (")[0] for r in results} >= {
         "impl: decision equality",
         "impl: exact certification",
         "impl: output law",
         "impl: output law, beyond exact reach",
+        "impl: real vocabulary sizes, exactly",
+        "impl: rows without a law",
     }
 
 
