@@ -361,26 +361,36 @@ def _symbolic_walk_law(
 
 
 def _cycle_law(
-    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
+    impl: Implementation,
+    inst: Instance,
+    roots: list[str],
+    counter: CallCounter,
+    rng,
+    method: str,
+    call: Callable[[], Any] | None = None,
+    what: str = "cycle",
 ) -> tuple[dict, dict, Precision, str, list[dict]]:
-    """{output tokens: probability} of the implementation's whole cycles (``cycle``), the
-    backend law beside it, the lowest precision compared, how the draws were followed
-    ("symbolic", or "concrete" where the symbolic tracer could not follow them: a kernel, an
-    in-place operation, ``.item()``; ``rheo.checks.exact.concrete``), and the witness."""
+    """{output tokens: probability} of the implementation's whole cycles (``cycle``; or of
+    ``call``, another call of it, named ``what``: a mixed batch's ``cycle_batch``,
+    ``rheo.checks.exact.mixed``), the backend law beside it, the lowest precision compared,
+    how the draws were followed ("symbolic", or "concrete" where the symbolic tracer could
+    not follow them: a kernel, an in-place operation, ``.item()``;
+    ``rheo.checks.exact.concrete``), and the witness."""
     runs_before = counter.runs
+    one = call or (lambda: call_cycle(impl, inst))
     try:
-        law, backend, bits, shown = _symbolic_cycle_law(impl, inst, roots, counter, rng, method)
+        law, backend, bits, shown = _symbolic_cycle_law(impl, one, roots, counter, rng, method, what)
         return law, backend, bits, "symbolic", shown
     except Unsupported as e:
         symbolic = str(e)
     counter.runs = runs_before
     rows = None
-    if callable(getattr(impl.obj, "cycle_batch", None)):
+    if call is None and callable(getattr(impl.obj, "cycle_batch", None)):  # copies of this one request
 
         def rows(n: int) -> list[tuple]:
             return call_cycle_rows(impl, inst, n)
 
-    leaves, bits, shown = _concrete(symbolic, lambda: call_cycle(impl, inst), rows, counter, rng)
+    leaves, bits, shown = _concrete(symbolic, one, rows, counter, rng)
     found: dict[tuple, float] = defaultdict(float)
     for prob, out in leaves:
         found[out] += prob
@@ -411,7 +421,7 @@ def _concrete(
 
 
 def _symbolic_cycle_law(
-    impl: Implementation, inst: Instance, roots: list[str], counter: CallCounter, rng, method: str
+    impl: Implementation, call: Callable[[], Any], roots: list[str], counter: CallCounter, rng, method: str, what: str
 ) -> tuple[dict, dict, Precision, list[dict]]:
     law: dict[tuple, float] = defaultdict(float)
     backend: dict[tuple, float] = defaultdict(float)
@@ -420,7 +430,7 @@ def _symbolic_cycle_law(
     bits = Precision()
     shown = []
     cap = counter.cap - counter.runs
-    for leaf in enumerate_runs(lambda: call_cycle(impl, inst), roots, cap, runs, (impl.obj,), method):
+    for leaf in enumerate_runs(call, roots, cap, runs, (impl.obj,), method):
         shown.append({"steps": _choices(leaf), "output": list(leaf.result)})
         law[leaf.result] += leaf.prob
         backend[leaf.result] += leaf.prob_backend
@@ -428,10 +438,10 @@ def _symbolic_cycle_law(
         bits = bits.lower(leaf.precision)
     counter.runs += runs[0]
     seed = int(rng.integers(2**31))
-    for script, out in probe_runs(lambda: call_cycle(impl, inst), roots, seed, PROBES, (impl.obj,), method):
+    for script, out in probe_runs(call, roots, seed, PROBES, (impl.obj,), method):
         if seen.get(script) != out:
             raise Unsupported(
-                "cycle: a replay with random answers and scrambled seeds gave another output: it uses randomness "
+                f"{what}: a replay with random answers and scrambled seeds gave another output: it uses randomness "
                 f"this check does not intercept ({ESCAPES})"
             )
     return law, backend, bits, shown

@@ -20,16 +20,14 @@ import itertools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from rheo.checks.exact.certificate import ESCAPES, MAX_RUNS, PROBES
-from rheo.checks.exact.certify import _concrete, _roots
+from rheo.checks.exact.certificate import MAX_RUNS
+from rheo.checks.exact.certify import _cycle_law, _roots
 from rheo.checks.exact.handed import CallCounter
 from rheo.checks.exact.precision import Precision
-from rheo.checks.exact.random_values import ScheduleChanged
-from rheo.checks.exact.tracer import RunCap, Unsupported, enumerate_runs, probe_runs
+from rheo.checks.exact.tracer import RunCap, Unsupported
 from rheo.checks.protocol.calls import call_cycle_mixed
 from rheo.checks.protocol.inputs import law_instance
 from rheo.checks.protocol.judged import judged_instance
@@ -83,41 +81,18 @@ def joint_law(
 ) -> tuple[dict[tuple, float], Precision, str, int]:
     """{(row 0's output, row 1's, ...): probability} of one ``cycle_batch`` call on
     ``cases`` (seeds: each row's ``config["seed"]``, or None), the lowest precision that met
-    a random value, how the draws were followed and the runs it took."""
+    a random value, how the draws were followed and the runs it took: the enumeration of
+    whole cycles (``certify._cycle_law``) on this call."""
     insts = [law_instance(c) for c in cases]
-    roots = _roots(impl)
     counter = CallCounter(max_runs)
-    rng = np.random.default_rng(seed)
 
     def call() -> tuple:
         return tuple(call_cycle_mixed(impl, insts, seeds))
 
-    law: dict[tuple, float] = defaultdict(float)
-    bits = Precision()
-    seen: dict[Any, tuple] = {}
-    runs = [0]
-    try:
-        for leaf in enumerate_runs(call, roots, counter.cap, runs, (impl.obj,), "fast"):
-            law[leaf.result] += leaf.prob
-            seen[leaf.script] = leaf.result
-            bits = bits.lower(leaf.precision)
-        for script, out in probe_runs(call, roots, int(rng.integers(2**31)), PROBES, (impl.obj,), "fast"):
-            if seen.get(script) != out:
-                raise Unsupported(
-                    "cycle_batch: a replay with random answers and scrambled seeds gave another output: it uses "
-                    f"randomness this check does not intercept ({ESCAPES})"
-                )
-        return dict(law), bits, "symbolic", runs[0]
-    except Unsupported as e:
-        if isinstance(e, ScheduleChanged):
-            raise
-        symbolic = str(e)
-    counter.runs = 0
-    leaves, bits, _ = _concrete(symbolic, call, None, counter, rng)
-    found: dict[tuple, float] = defaultdict(float)
-    for prob, out in leaves:
-        found[out] += prob
-    return dict(found), bits, "concrete", counter.runs
+    law, _, bits, how, _ = _cycle_law(
+        impl, insts[0], _roots(impl), counter, np.random.default_rng(seed), "fast", call, "cycle_batch"
+    )
+    return dict(law), bits, how, counter.runs
 
 
 def certify_mixed(
