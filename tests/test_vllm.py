@@ -205,3 +205,23 @@ def test_exact_certification_finds_the_lossy_controls(name):
     cert = certify_implementation(impl(name), EXACT)
     assert cert.verdict == "not lossless", cert.summary()
     assert cert.deviation is not None and cert.deviation > 0.01
+
+
+# ---- vLLM's kernels at a real vocabulary size (docs/gate.md, "Races over a whole vocabulary") ----
+
+
+def test_vllms_kernels_are_certified_at_a_real_vocabulary_size_through_group_tests():
+    """V = 8,193 (two tiles of 4,096 and one lane), draft and target supports disjoint: every
+    draft is rejected, the recovered token's race over the whole vocabulary is read by group
+    tests. With the tile-edge drafts, one draft has p / q = 1 and is always accepted: its
+    recovered token's race is never read, which would take a run per token to show, so the
+    certification stops there, naming vLLM's draw."""
+    from rheo.checks.cases.vocab import vocab_case
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl("VllmDraftProbs"), vocab_case(8_193, "disjoint supports"))
+    assert cert.verdict == "lossless" and cert.draws == "concrete", cert.summary()
+    assert cert.runs < 8_193  # fewer runs than tokens: the group tests, not a run per token
+    refused = certify_implementation(impl("VllmDraftProbs"), vocab_case(8_193, "tile edges"))
+    assert refused.verdict == "unsupported"
+    assert "rejection_sampler.py" in refused.detail and "takes a run per token (8,193 runs)" in refused.detail

@@ -54,6 +54,7 @@ import torch
 from rheo.checks.exact import budget
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
 from rheo.checks.exact.concrete_race import (
+    GROUP_FROM,
     Assign,
     Node,
     Part,
@@ -93,6 +94,7 @@ class ConcreteLaw(RaceSplits):
         self.found: dict[Any, int] = {}  # the race cuts found by the latest split
         self.hint: dict[Any, int] = {}  # product check: the cuts the node being rebuilt had, tried first
         self.finer: dict[tuple[int, ...], int] = {}  # draws split finer (check_product): ungrouped; a race's prefix
+        self.lanes: dict[tuple[int, ...], set[int]] = {}  # a long race's tokens found by its group tests so far
 
     # evaluation, memoized, in batches
 
@@ -129,8 +131,17 @@ class ConcreteLaw(RaceSplits):
     def local(self, point: Assign) -> Node:
         """The node at ``point`` without the tree below it: a leaf where no block not fixed by
         ``point`` changes the output, else the first such block in draw order, split into its
-        cells (a uniform whose cuts move with the others of its row: the row, as a race)."""
+        cells (a uniform whose cuts move with the others of its row: the row, as a race).
+        Where a draw is a race over more than ``GROUP_FROM`` tokens, ``_early`` may pick the
+        block first, and such a race that no group test shows to matter is passed over for
+        the next block; a leaf is refused while one is (``_unread``)."""
         here = self.eval([point])[0]
+        early = self._early(point, here)
+        if early is not None:
+            node = self._split(early, point, here)
+            node.point = dict(point)
+            return node
+        unread: list[Block] = []
         i = 0
         while i < len(self.layout.blocks):  # blocks appear as draws are made; scan in draw order
             unfixed = [b for b in self.layout.blocks[i:] if b.id not in point]
@@ -140,18 +151,58 @@ class ConcreteLaw(RaceSplits):
             # at the first that matters
             groups = [unfixed] if self.width > 1 else [[b] for b in unfixed]
             for group in groups:
-                scans = [(b, self._scan_points(b, point, here.weights)) for b in group]
-                runs = self.eval([p for _, ps in scans for p in ps])
-                k = 0
-                for b, ps in scans:
-                    outs = [_h(r.output) for r in runs[k : k + len(ps)]]
-                    k += len(ps)
-                    if any(o != _h(here.output) for o in outs):
+                scans = {b.id: self._scan_points(b, point, here.weights) for b in group if not _long(b)}
+                runs = iter(self.eval([p for ps in scans.values() for p in ps]))
+                for b in group:  # in draw order
+                    if _long(b):
+                        matters = self._race_matters(b, point, here.output)
+                        if not matters:
+                            unread.append(b)
+                    else:
+                        outs = [_h(next(runs).output) for _ in scans[b.id]]
+                        matters = any(o != _h(here.output) for o in outs)
+                    if matters:
                         node = self._split(b, point, here)
                         node.point = dict(point)
                         return node
             i = len(self.layout.blocks)
+        if unread:
+            raise _unread(unread[0])
         return Node("leaf", output=here.output, point=dict(point))
+
+    def _early(self, point: Assign, here: Run) -> Block | None:
+        """Where a draw is a long race (``_long``): the block to split before the draw order's,
+        so that a long race is fixed above the cells where the output does not read it (there,
+        showing that it does not matter takes a run per token: ``_unread``). In draw order, the
+        first categorical draw that changes the output at ``point`` or with every free uniform
+        at 0 or at its top (a race's weights follow the draft tokens: they are split first),
+        else the first long race that changes the output at one of those two ends and is not
+        shown to at the other (a recovered token's race, read where a draft is rejected). None:
+        no such block, or no long race."""
+        if not any(_long(b) for b in self.layout.blocks):
+            return None
+        for b in self.layout.blocks:
+            if b.id in point or b.kind == "u":
+                continue
+            ends = self.free_ends(point, (b.id,))
+            if b.kind == "cat":
+                for at in [point, *({**point, **ctx} for ctx in ends)]:
+                    base = self.eval([at])[0]
+                    if any(_h(r.output) != _h(base.output) for r in self.eval(self._scan_points(b, at, base.weights))):
+                        return b
+            elif _long(b) and ends:
+                ats = [{**point, **ctx} for ctx in ends]
+                seen = [self._race_matters(b, at, self.eval([at])[0].output) for at in ats]
+                if seen[0] != seen[1]:
+                    return b
+        return None
+
+    def _race_matters(self, b: Block, point: Assign, output: Any) -> bool:
+        """Whether group tests find a token of the long race ``b`` whose win alone (E = DELTA,
+        the rest at 1) changes ``output``, the output at ``point`` (``_group_search``: a change
+        seen is a change; none found is not shown to be none: ``_unread``)."""
+        v = RaceView((b,), "exp")
+        return bool(self._group_search(v, point, [([1.0] * b.size, output)], list(range(b.size)), first=True))
 
     def _split(self, b: Block, point: Assign, here: Run) -> Node:
         if b.kind == "race":
@@ -480,6 +531,24 @@ class ConcreteLaw(RaceSplits):
             "a random probe with scrambled seeds gave another output than its cell's: the implementation uses "
             "randomness exact certification does not intercept (Python's random, NumPy, a C extension's own)"
         )
+
+
+def _unread(b: Block) -> Unsupported:
+    """The refusal of a leaf below which the long race ``b`` was not shown to matter: with no
+    token found whose win changes the output there is no second output to test groups of
+    tokens against (a group's heaviest token may hide a lighter one that changes it), and
+    showing it token by token takes a run per token (docs/gate.md, "Races over a whole
+    vocabulary")."""
+    return Unsupported(
+        f"{b.name()} (a row of {b.size:,}): no token's win changes the output in one of its cells (a race the output "
+        "does not read there, as a recovered token when every draft is accepted) and it is not fixed above them; "
+        f"showing that no token ever does takes a run per token ({b.size:,} runs), so exact certification stops here"
+    )
+
+
+def _long(b: Block) -> bool:
+    """A race over more than ``GROUP_FROM`` tokens: the tokens that matter found by group tests."""
+    return b.kind == "race" and b.size > GROUP_FROM
 
 
 def _scramble(seed: int) -> None:

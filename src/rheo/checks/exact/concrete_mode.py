@@ -46,6 +46,62 @@ class NotRowwise(Exception):
     """A batched call's draws are not ``rows`` equal slices of the single call's."""
 
 
+class RaceRow:
+    """A row of exponentials kept as runs of equal values: a race over a whole vocabulary is
+    mostly one value (the tokens of no weight), and the enumeration remembers every point it
+    ran. Compares, hashes and iterates as its values do; ``race_row`` makes one."""
+
+    __slots__ = ("size", "runs", "_hash")
+
+    def __init__(self, size: int, runs: tuple[tuple[int, float], ...]) -> None:
+        self.size, self.runs = size, runs  # (start, value) per run, in order
+        self._hash = hash((size, runs))
+
+    def array(self) -> np.ndarray:
+        out = np.empty(self.size, dtype=np.float64)
+        ends = [start for start, _ in self.runs[1:]] + [self.size]
+        for (start, value), end in zip(self.runs, ends):
+            out[start:end] = value
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.array() if dtype is None else self.array().astype(dtype)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        return iter(self.array().tolist())
+
+    def __getitem__(self, i):
+        return self.array()[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RaceRow) and (self.size, self.runs) == (other.size, other.runs)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"RaceRow({self.size}, {len(self.runs)} runs)"
+
+
+def race_row(values: Any) -> tuple[float, ...] | RaceRow:
+    """A race's row of values for a point: runs (``RaceRow``) where they are few, else a tuple."""
+    if isinstance(values, RaceRow):
+        return values
+    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    starts = np.concatenate([[0], np.flatnonzero(a[1:] != a[:-1]) + 1]) if len(a) else np.zeros(0, dtype=np.int64)
+    if len(a) < 64 or len(starts) * 8 > len(a):
+        return tuple(a.tolist())
+    return RaceRow(len(a), tuple(zip(starts.tolist(), a[starts].tolist())))
+
+
+def dense(values: Any) -> np.ndarray:
+    """A race's row of values as an array (a ``RaceRow`` or a sequence)."""
+    return values.array() if isinstance(values, RaceRow) else np.asarray(values, dtype=np.float64)
+
+
 @dataclass
 class Block:
     """One unit of randomness: a uniform, an exponential race's row, or a categorical pick."""
@@ -63,7 +119,7 @@ class Block:
         if self.kind == "u":
             return 1 << (self.grid - 1)  # grid index of 0.5
         if self.kind == "race":
-            return (1.0,) * self.size
+            return race_row([1.0] * self.size)
         return None  # "cat": the option of largest weight seen in the run
 
     def name(self) -> str:
@@ -179,17 +235,19 @@ class ConcreteMode(TorchFunctionMode):
             return Block(i, kind, 1 if kind == "u" else shape[-1], site, what, grid=bits)
 
         d = self._draw(kind, shape, what, make)
-        vals: list[float] = []
-        for point in self.points:
-            for bid in d.blocks:
-                b = self.layout.blocks[bid]
-                v = point.get(bid, b.default())
-                if kind == "race":
-                    vals.extend(x * scale for x in v)
-                else:
-                    vals.append(value(b, v))
+        if kind == "race":  # rows of exponentials: as arrays (a row may be a whole vocabulary)
+            rows = [
+                dense(point.get(bid, self.layout.blocks[bid].default())) * scale
+                for point in self.points
+                for bid in d.blocks
+            ]
+            filled = torch.from_numpy(np.concatenate(rows) if rows else np.zeros(0))
+        else:
+            vals = [value(self.layout.blocks[bid], point.get(bid, self.layout.blocks[bid].default()))
+                    for point in self.points for bid in d.blocks]  # fmt: skip
+            filled = torch.tensor(vals, dtype=torch.float64)
         with torch._C.DisableTorchFunctionSubclass():
-            out.copy_(torch.tensor(vals, dtype=torch.float64).reshape(out.shape).to(out.dtype))
+            out.copy_(filled.reshape(out.shape).to(out.dtype))
 
     def _cat_values(self, d: Draw, rows_weights: list[list[float]]) -> list[int]:
         """Each point's option for each block of draw ``d`` (weights per block, in order)."""
@@ -249,7 +307,7 @@ class ConcreteMode(TorchFunctionMode):
             return Block(i, "cat", V, site, "torch.multinomial")
 
         d = self._draw("cat", shape, "torch.multinomial", make)
-        ws = [row for row in rows.tolist() for _ in range(n)]
+        ws = [self.layout.law(row) for row in rows.numpy() for _ in range(n)]
         picks = self._cat_values(d, ws)
         return torch.tensor(picks, dtype=torch.long, device=probs.device).reshape(shape)
 
@@ -314,6 +372,15 @@ class Layout:
     def __init__(self) -> None:
         self.draws: list[Draw] = []
         self.blocks: list[Block] = []
+        self.laws: dict[bytes, list[float]] = {}  # a categorical's weights, one list per distinct row
+
+    def law(self, row: np.ndarray) -> list[float]:
+        """``row`` as a list, the same list for equal rows (every run remembers its weights: over
+        a whole vocabulary a list each would fill the memory)."""
+        key = row.tobytes()
+        if key not in self.laws:
+            self.laws[key] = row.tolist()
+        return self.laws[key]
 
     def add(self, make: Callable[[int, str], Block], site: str) -> int:
         b = make(len(self.blocks), site)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rheo.checks.exact.concrete_mode import DELTA, Block, Run
+from rheo.checks.exact.concrete_mode import DELTA, Block, Run, dense, race_row
 from rheo.checks.exact.random_values import Unsupported
 
 Assign = dict[int, Any]
@@ -40,6 +40,8 @@ def _from_bits(i: int, grid: int) -> float:
 RACE_ORDERS = 5040  # ordered prefixes of one race enumerated at most (7! = every order of 7 tokens)
 NEAR_TIE = 1.01  # the score ratio of neighbours in a race cell's near-tie corner
 SPREAD = 2.0  # the score ratio of neighbours at a race cell's representative
+GROUP_FROM = 256  # a race over more tokens has the tokens that can win found by group tests, not one by one
+FIRST_GROUPS = 16  # the most groups of one level ``_group_search`` halves while looking for a first token
 
 
 @dataclass
@@ -94,9 +96,9 @@ class RaceView:
         b = self.blocks[0]
         return b.name() if self.how == "exp" else f"{b.what} at {b.site} (a row of {len(self.blocks)} as a race)"
 
-    def assign(self, E: list[float] | tuple[float, ...]) -> Assign:
+    def assign(self, E: Any) -> Assign:
         if self.how == "exp":
-            return {self.blocks[0].id: tuple(float(x) for x in E)}
+            return {self.blocks[0].id: race_row(E)}
         out: Assign = {}
         for b, e in zip(self.blocks, E):
             u = math.exp(-e) if self.how == "log" else -math.expm1(-e)
@@ -107,7 +109,7 @@ class RaceView:
         """The row's E at ``point`` (+inf where a uniform is 0 or 1)."""
         if self.how == "exp":
             b = self.blocks[0]
-            return [float(x) for x in point.get(b.id, b.default())]
+            return dense(point.get(b.id, b.default())).tolist()
         out = []
         for b in self.blocks:
             u = b.u(point.get(b.id, b.default()))
@@ -142,6 +144,7 @@ class RaceSplits:
     found: dict[Any, int]
     hint: dict[Any, int]
     finer: dict[tuple[int, ...], int]
+    lanes: dict[tuple[int, ...], set[int]]
     layout: Any  # concrete_mode.Layout: the draws and their blocks
 
     def eval(self, points: list[dict[int, Any]], fresh: bool = False) -> list[Run]:
@@ -156,7 +159,7 @@ class RaceSplits:
         the tokens that give the leader's output are measured the same way against a token
         of another output set to score 4."""
         V = v.size
-        point, base_out, low, others = self._revealing(v, point, scale)
+        point, base_out, low, others, weighty = self._revealing(v, point, scale)
 
         def at(j: int, E: float, base: tuple[float, ...] | None = None) -> dict:
             row = list(base or (scale,) * V)
@@ -175,7 +178,7 @@ class RaceSplits:
             raise self._not_race(v, "a token that wins alone has no weight")
         lead_row = [scale] * V
         lead_row[lead] = scale * w[lead] / 4  # the lead's score: 4 (every weight is at most the leader's, 1)
-        same = [j for j in range(V) if j not in others]
+        same = [j for j in (range(V) if weighty is None else weighty) if j not in others]
         against: list[Callable[[float], dict]] = [
             functools.partial(lambda j, E: at(j, E, tuple(lead_row)), j) for j in same
         ]
@@ -192,7 +195,9 @@ class RaceSplits:
             return []
         return [{u.id: 0 for u in free}, {u.id: (1 << u.grid) - 1 for u in free}]
 
-    def _revealing(self, v: RaceView, point: Assign, scale: float) -> tuple[Assign, Any, list[Any], list[int]]:
+    def _revealing(
+        self, v: RaceView, point: Assign, scale: float
+    ) -> tuple[Assign, Any, dict[int, Any], list[int], list[int] | None]:
         """The context the race's weights are measured in: ``point`` as it is, or with every
         uniform it does not fix at 0, or at its top (``_keys``'s contexts), whichever tells
         the most tokens' wins apart (the output when each token wins, E = DELTA, against
@@ -201,29 +206,129 @@ class RaceSplits:
         accepted either way), and a cut measured there is another pair's: the context in
         which the most tokens change it, each to an output of its own where that ties, is
         taken (the first of equals). (point with the context, the leader's output, each
-        token's output, the tokens that change it)."""
+        changing token's output, the tokens that change it, the tokens that may weigh
+        anything: None for every token, or, past ``GROUP_FROM`` tokens, those the group
+        tests of ``_weighty`` found)."""
         V = v.size
         contexts = [{}, *self.free_ends(point, v.ids)]
-        best: tuple[Assign, Any, list[Any], list[int]] | None = None
+        best: tuple[Assign, Any, dict[int, Any], list[int], list[int] | None] | None = None
         best_score = (-1, False)
         for ctx in contexts:
             here = {**point, **ctx}
-            rows = [{**here, **v.assign([scale] * V)}]
-            for j in range(V):
-                row = [scale] * V
-                row[j] = DELTA
-                rows.append({**here, **v.assign(row)})
-            outs = [r.output for r in self.eval(rows)]
-            base_out, low = outs[0], outs[1:]
-            others = [j for j in range(V) if _h(low[j]) != _h(base_out)]
+            long = V > GROUP_FROM
+            found = self._weighty(v, here, scale) if long else None
+            if found is not None:
+                base_out, low, weighty = found
+            elif long and (best is not None or ctx is not contexts[-1]):
+                continue  # no token found to change the output here: another context, or the one read whole
+            else:  # token by token (a long race only where no context showed a token that changes the output)
+                rows = [{**here, **v.assign([scale] * V)}]
+                for j in range(V):
+                    row = [scale] * V
+                    row[j] = DELTA
+                    rows.append({**here, **v.assign(row)})
+                outs = [r.output for r in self.eval(rows)]
+                base_out, low, weighty = outs[0], dict(enumerate(outs[1:])), None
+            others = [j for j in sorted(low) if _h(low[j]) != _h(base_out)]
             distinct = len({_h(low[j]) for j in others}) == len(others)
             score = (len(others), distinct)
             if best is None or score > best_score:
-                best, best_score = (here, base_out, low, others), score
+                best, best_score = (here, base_out, low, others, weighty), score
             if score == (V - 1, True):  # every token but the leader told apart: no context does better
                 break
         assert best is not None
         return best
+
+    def _weighty(self, v: RaceView, here: Assign, scale: float) -> tuple[Any, dict[int, Any], list[int]] | None:
+        """A long race's tokens that can weigh anything, found by group tests instead of one
+        token at a time (docs/gate.md, "Races over a whole vocabulary"): (the leader's output
+        at every E = ``scale``, each found token's output when it wins alone, the tokens found).
+
+        A group's tokens all at E = DELTA make its heaviest token of positive weight win
+        (under the race reading every race split rests on). First one token is found whose
+        win changes the leader's output (``_group_search``'s ``first``; none: None). Its
+        weight gives a second reference: it scores 4 against the leader's 1, an output that
+        differs from the leader's. Then every group is tried against both: a group that
+        holds a token of positive weight makes that token win both races, and its output
+        differs from at least one of the two, so the group is split; a group that changes
+        neither holds no weight, the same conclusion the token-by-token reading draws from
+        each token alone, at the same threshold (a score of 4 / DELTA beats neither). Cost:
+        a few runs per token of weight and per halving, not per token of the vocabulary."""
+        V = v.size
+        lanes = list(range(V))
+        flat = [scale] * V
+        base_out = self.eval([{**here, **v.assign(flat)}])[0].output
+        first = self._group_search(v, here, [(flat, base_out)], lanes, first=True)
+        if not first:
+            return None  # no second reference: the caller reads the race token by token, as below GROUP_FROM
+        lam = next(iter(first))
+        (cut,) = self._cuts_race(
+            [functools.partial(lambda j, E: {**here, **v.assign(_one_low(V, j, E, scale))}, lam)],
+            v, base_out, [(v.ids, v.how, scale, "alone", lam)], hi=scale,
+        )  # fmt: skip
+        lead_row = [scale] * V
+        lead_row[lam] = cut / 4  # the token's score: 4 (the leader's: 1)
+        lead_out = self.eval([{**here, **v.assign(lead_row)}])[0].output
+        if _h(lead_out) == _h(base_out):
+            raise self._not_race(v, "a token that wins alone gives the leader's output when it leads")
+        rest = [j for j in lanes if j != lam]
+        found = self._group_search(v, here, [(flat, base_out), (lead_row, lead_out)], rest)
+        low = {lam: first[lam][0], **{j: outs[0] for j, outs in found.items()}}
+        return base_out, low, sorted(low)
+
+    def _group_search(
+        self, v: RaceView, here: Assign, refs: list[tuple[list[float], Any]], lanes: list[int], first: bool = False
+    ) -> dict[int, list[Any]]:
+        """The tokens of ``lanes`` that, alone at E = DELTA in any of the rows ``refs`` (each
+        with its output), change that row's output: {token: its output in each row}. A
+        group's tokens all at E = DELTA make its heaviest token win: a group that changes a
+        row's output is halved until single tokens; one that changes none is dropped whole
+        (with two references whose outputs differ, it holds no weight: ``_weighty``).
+
+        ``first``: one such token, or none. With one reference a group that changes nothing
+        may still hide a token that does behind a heavier one that does not (the leader
+        itself), so where no group changes the output every group is halved, level by level
+        (``FIRST_GROUPS`` groups at most: then none is found), and the first group that
+        changes it is followed down to its heaviest token.
+
+        The tokens this draw's searches found before (``lanes``) are tried alone first and the
+        rest as one group: the same tests on another partition of ``lanes``, a few runs where
+        the enumeration rebuilds a node at a point close to one it has read."""
+        found: dict[int, list[Any]] = {}
+        known = self.lanes.setdefault(v.ids, set())  # tokens found before in this draw: each tried alone first
+        alone = [j for j in lanes if j in known]
+        rest = np.setdiff1d(np.asarray(lanes, dtype=np.int64), np.asarray(alone, dtype=np.int64))
+        pending = [np.asarray([j], dtype=np.int64) for j in alone] + ([rest] if len(rest) else [])
+        while pending:
+            points = []
+            for group in pending:
+                for row, _ in refs:
+                    moved = np.array(row, dtype=np.float64)
+                    moved[group] = DELTA
+                    points.append({**here, **v.assign(moved)})
+            outs = [r.output for r in self.eval(points)]
+            nxt, changed = [], []
+            for i, group in enumerate(pending):
+                mine = outs[i * len(refs) : (i + 1) * len(refs)]
+                if all(_h(o) == _h(out) for o, (_, out) in zip(mine, refs)):
+                    if first and len(group) > 1:
+                        nxt.append(group)  # it may hide one: halved if no group changes the output
+                    continue
+                if len(group) == 1:
+                    found[int(group[0])] = mine
+                    known.add(int(group[0]))
+                    if first:
+                        return found
+                    continue
+                changed.append(group)
+            if first:
+                nxt = changed[:1] or nxt
+                if len(nxt) > FIRST_GROUPS:
+                    return found
+            else:
+                nxt = changed
+            pending = [half for group in nxt for half in (group[: len(group) // 2], group[len(group) // 2 :])]
+        return found
 
     def _split_race(self, v: RaceView, point: Assign) -> Node:
         """A race split into cells of the order its tokens finish in: the weights recovered
@@ -409,10 +514,10 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _one_low(V: int, j: int, E: float) -> tuple[float, ...]:
-    row = [1.0] * V
+def _one_low(V: int, j: int, E: float, rest: float = 1.0) -> Any:
+    row = [rest] * V
     row[j] = E
-    return tuple(row)
+    return race_row(row)
 
 
 def _h(x: Any) -> Any:
