@@ -19,7 +19,7 @@ from rheo.checks.engines import verdicts as v
 from rheo.checks.engines.cases import LOOKUP_PROMPT, PENALTY_PROMPT, SHORT_LONG_PROMPT, engine_cases
 from rheo.cli import main
 from rheo.integrations.engines import hf_bugs
-from rheo.integrations.engines.base import EngineCase, penalise
+from rheo.integrations.engines.base import STOPS, EngineCase, penalise, sequence_law
 from rheo.integrations.engines.hf import TransformersEngine
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model
 
@@ -198,6 +198,8 @@ def test_quick_cases_cover_draft_length_four_and_the_long_prompt_settings(engine
         {"prefill_chunk": 4},
         {"repetition_penalty": 2.0},  # transformers has no frequency or presence penalty
         {"repetition_penalty": 2.0},
+        {"stop_token_ids": cases[-1][1].setting("stop_token_ids")},  # exact, then greedy
+        {"stop_token_ids": cases[-1][1].setting("stop_token_ids")},
     ]
     assert any(c.draft_len == 4 for _, c in cases)
 
@@ -310,3 +312,47 @@ class _RowBefore(TransformersEngine):
 def test_logprobs_of_the_row_before_are_caught() -> None:
     r = v.logprobs(_RowBefore(), EngineCase("assisted", "llama", 1.0, **{**SMALL, "n_tokens": 4}))
     assert r.verdict == "not lossless" and "generated token 1" in r.detail, r.line()
+
+
+# ---- stop tokens under speculation (docs/engines.md, "Stops") ----
+
+
+def test_a_stop_token_ends_the_reference_law() -> None:
+    case = EngineCase("assisted", "llama", 1.0, vocab=3, n_tokens=3, extra=(("stop_token_ids", (0,)),))
+    law = sequence_law(case, lambda c, prefix: np.full(3, 1 / 3))
+    assert law[(0,)] == pytest.approx(1 / 3) and law[(1, 0)] == pytest.approx(1 / 9)
+    assert not any(0 in seq[:-1] for seq in law)  # nothing after a stop
+    assert sum(law.values()) == pytest.approx(1.0) and max(map(len, law)) == 3
+
+
+@pytest.mark.parametrize("method", ["assisted", "prompt_lookup"])
+def test_a_stop_token_under_speculation_is_lossless_exactly(engine: TransformersEngine, method: str) -> None:
+    """The stop is the greedy output's second token: greedy generations stop inside a step
+    of 4 drafts, sampled ones at every length."""
+    cases = engine_cases(method, "llama", "quick", False, engine)
+    (_, sampled), (_, greedy) = [c for c in cases if c[1].setting(STOPS)]
+    stop = sampled.setting(STOPS)[0]
+    r = v.exact(engine, sampled)
+    assert r.verdict == "lossless", r.line()
+    assert any(len(seq) < sampled.n_tokens for seq in engine.reference_law(sampled))  # some outputs stop early
+    g = v.greedy(engine, greedy)
+    assert g.verdict == "lossless" and f"{stop}]" in g.detail, g.line()
+
+
+class _OneAfterStop(TransformersEngine):
+    """A driver that serves one token past the stop (a bonus token after an accepted EOS)."""
+
+    def generate(self, case: EngineCase, seeds: list) -> list:
+        stops = set(case.setting(STOPS) or ())
+        longer = replace(case, extra=(), n_tokens=case.n_tokens + 1)
+        out = []
+        for tokens in super().generate(longer, seeds):
+            cut = next((i for i, t in enumerate(tokens) if t in stops), None)
+            out.append(tokens[: cut + 2] if cut is not None and cut + 2 <= len(tokens) else tokens[: case.n_tokens])
+        return out
+
+
+def test_a_token_served_after_a_stop_is_caught() -> None:
+    case = EngineCase("assisted", "llama", 1.0, **SMALL, extra=((STOPS, (0,)),))
+    r = v.exact(_OneAfterStop(), case)
+    assert r.verdict == "not lossless", r.line()

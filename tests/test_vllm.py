@@ -225,3 +225,15 @@ def test_vllms_kernels_are_certified_at_a_real_vocabulary_size_through_group_tes
     refused = certify_implementation(impl("VllmDraftProbs"), vocab_case(8_193, "tile edges"))
     assert refused.verdict == "unsupported"
     assert "rejection_sampler.py" in refused.detail and "takes a run per token (8,193 runs)" in refused.detail
+
+
+def test_vllms_kernels_are_certified_exactly_at_qwen_size():
+    """V = 151,936 (Qwen 2), disjoint supports, through Triton's interpreter: about 4,000
+    runs of vLLM's sampler and rejection kernels, each over the whole vocabulary (about 9
+    minutes on 2 cores, the longest test of this step; docs/vllm.md)."""
+    from rheo.checks.cases.vocab import vocab_case
+    from rheo.checks.exact.certify import certify_implementation
+
+    cert = certify_implementation(impl("VllmDraftProbs"), vocab_case(151_936, "disjoint supports"))
+    assert cert.verdict == "lossless" and cert.draws == "concrete", cert.summary()
+    assert cert.deviation is not None and cert.deviation < 1e-6

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from rheo.integrations.engines.base import EngineCase
+from rheo.integrations.engines.base import STOPS, EngineCase
 
 STATISTICAL_SAMPLES = {"smoke": 2_000, "quick": 10_000, "deep": 20_000}
 LOOKUP_PROMPT = (1, 2, 3, 1, 2)  # its last token was followed by 3, 1 before: prompt lookup proposes them
@@ -41,14 +41,25 @@ def _with_extra(driver: Any, case: EngineCase, settings: dict[str, Any]) -> Engi
     return replace(case, extra=honoured) if honoured else None
 
 
+def _stopping(driver: Any, case: EngineCase) -> EngineCase | None:
+    """``case`` with a stop token (``STOPS``): the second token of the target's greedy output
+    after its prompt, so that a greedy generation stops there, inside a step whose accepted
+    drafts run past it (they must be dropped); None where the driver does not honour stops."""
+    if driver is None or STOPS not in getattr(driver, "extras", ()) or driver.supports(case) is not None:
+        return None
+    greedy = next(iter(driver.reference_law(replace(case, temperature=0.0, top_k=None, top_p=None))))
+    return replace(case, extra=((STOPS, (greedy[1],)),))
+
+
 def served_cases(method: str, family: str, profile: str, driver: Any = None) -> list[tuple[str, EngineCase]]:
     """(check, case) for an engine whose draws cannot be followed: statistical runs (a
     mixed batch of two prompts where the driver ``batches``, then filters: top-p too where
     its reference mirrors it, ``top_p``), greedy decoding, where the driver takes per-request
     seeds (``seeds``) seeded requests, where it shows its logits (``verified_rows``) the
     differential check, and where it honours them (``extras``) the sampling penalties
-    (sampled and greedy) and a long prompt served from the prefix cache and prefilled in
-    chunks, with 4 drafts a step, sampled and greedy."""
+    (sampled and greedy), a long prompt served from the prefix cache and prefilled in
+    chunks, with 4 drafts a step, sampled and greedy, and a stop token (``_stopping``),
+    sampled and greedy."""
     a, b = MIXED_PROMPTS
     batches, top_p, seeds = (getattr(driver, k, True) for k in ("batches", "top_p", "seeds"))
     other = b if batches else None
@@ -75,6 +86,9 @@ def served_cases(method: str, family: str, profile: str, driver: Any = None) -> 
     )
     if long:
         out += [("statistical", long), ("greedy", replace(long, temperature=0.0, n_tokens=4))]
+    stopped = _stopping(driver, EngineCase(method, family, 1.0, n_tokens=3, draft_len=2, prompt=a))
+    if stopped:
+        out += [("statistical", stopped), ("greedy", replace(stopped, temperature=0.0, n_tokens=5, draft_len=3))]
     return out
 
 
@@ -85,7 +99,8 @@ def engine_cases(
     ``statistical``: add the seeded statistical run (a larger vocabulary, no filter) that
     confirms the exact verdicts. Where the driver honours them (``extras``), a longer
     prompt with 4 drafts a step, prefilled in chunks in one case, its start served from a
-    prompt cache in another, and the sampling penalties (exact, and greedy)."""
+    prompt cache in another, the sampling penalties and a stop token (``_stopping``), each
+    exact, and greedy."""
     p = _prompt(method)
     small: dict[str, Any] = {"vocab": 8, "n_tokens": 3, "draft_len": 2, "prompt": p}
     out: list[tuple[str, EngineCase]] = [
@@ -111,6 +126,10 @@ def engine_cases(
         if penalised:
             greedy = replace(penalised, temperature=0.0, top_k=None, vocab=16, draft_len=4, n_tokens=4)
             out += [("exact", penalised), ("greedy", greedy)]
+        stopped = _stopping(driver, EngineCase(method, family, 1.0, top_k=2, **small))
+        if stopped:
+            greedy = replace(stopped, temperature=0.0, top_k=None, draft_len=4, n_tokens=5)
+            out += [("exact", stopped), ("greedy", greedy)]
     if method == "assisted" and profile == "deep":
         out.append(("exact", EngineCase(method, family, 1.0, top_k=2, **{**small, "n_tokens": 4, "draft_len": 3})))
     if statistical:

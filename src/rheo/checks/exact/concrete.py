@@ -54,7 +54,6 @@ import torch
 from rheo.checks.exact import budget
 from rheo.checks.exact.concrete_mode import DELTA, Block, ConcreteMode, Layout, NotRowwise, Run
 from rheo.checks.exact.concrete_race import (
-    GROUP_FROM,
     Assign,
     Node,
     Part,
@@ -64,6 +63,8 @@ from rheo.checks.exact.concrete_race import (
     _one_low,
     _plain,
     _same,
+    long_race,
+    unread_race,
 )
 from rheo.checks.exact.random_values import SCHEDULE_NEEDED, ScheduleChanged, Unsupported
 from rheo.checks.exact.tracer import RunCap
@@ -134,7 +135,7 @@ class ConcreteLaw(RaceSplits):
         cells (a uniform whose cuts move with the others of its row: the row, as a race).
         Where a draw is a race over more than ``GROUP_FROM`` tokens, ``_early`` may pick the
         block first, and such a race that no group test shows to matter is passed over for
-        the next block; a leaf is refused while one is (``_unread``)."""
+        the next block; a leaf is refused while one is (``unread_race``)."""
         here = self.eval([point])[0]
         early = self._early(point, here)
         if early is not None:
@@ -151,10 +152,10 @@ class ConcreteLaw(RaceSplits):
             # at the first that matters
             groups = [unfixed] if self.width > 1 else [[b] for b in unfixed]
             for group in groups:
-                scans = {b.id: self._scan_points(b, point, here.weights) for b in group if not _long(b)}
+                scans = {b.id: self._scan_points(b, point, here.weights) for b in group if not long_race(b)}
                 runs = iter(self.eval([p for ps in scans.values() for p in ps]))
                 for b in group:  # in draw order
-                    if _long(b):
+                    if long_race(b):
                         matters = self._race_matters(b, point, here.output)
                         if not matters:
                             unread.append(b)
@@ -167,19 +168,19 @@ class ConcreteLaw(RaceSplits):
                         return node
             i = len(self.layout.blocks)
         if unread:
-            raise _unread(unread[0])
+            raise unread_race(unread[0])
         return Node("leaf", output=here.output, point=dict(point))
 
     def _early(self, point: Assign, here: Run) -> Block | None:
-        """Where a draw is a long race (``_long``): the block to split before the draw order's,
+        """Where a draw is a long race (``long_race``): the block to split before the draw order's,
         so that a long race is fixed above the cells where the output does not read it (there,
-        showing that it does not matter takes a run per token: ``_unread``). In draw order, the
+        showing that it does not matter takes a run per token: ``unread_race``). In draw order, the
         first categorical draw that changes the output at ``point`` or with every free uniform
         at 0 or at its top (a race's weights follow the draft tokens: they are split first),
         else the first long race that changes the output at one of those two ends and is not
         shown to at the other (a recovered token's race, read where a draft is rejected). None:
         no such block, or no long race."""
-        if not any(_long(b) for b in self.layout.blocks):
+        if not any(long_race(b) for b in self.layout.blocks):
             return None
         for b in self.layout.blocks:
             if b.id in point or b.kind == "u":
@@ -190,7 +191,7 @@ class ConcreteLaw(RaceSplits):
                     base = self.eval([at])[0]
                     if any(_h(r.output) != _h(base.output) for r in self.eval(self._scan_points(b, at, base.weights))):
                         return b
-            elif _long(b) and ends:
+            elif long_race(b) and ends:
                 ats = [{**point, **ctx} for ctx in ends]
                 seen = [self._race_matters(b, at, self.eval([at])[0].output) for at in ats]
                 if seen[0] != seen[1]:
@@ -200,7 +201,7 @@ class ConcreteLaw(RaceSplits):
     def _race_matters(self, b: Block, point: Assign, output: Any) -> bool:
         """Whether group tests find a token of the long race ``b`` whose win alone (E = DELTA,
         the rest at 1) changes ``output``, the output at ``point`` (``_group_search``: a change
-        seen is a change; none found is not shown to be none: ``_unread``)."""
+        seen is a change; none found is not shown to be none: ``unread_race``)."""
         v = RaceView((b,), "exp")
         return bool(self._group_search(v, point, [([1.0] * b.size, output)], list(range(b.size)), first=True))
 
@@ -531,24 +532,6 @@ class ConcreteLaw(RaceSplits):
             "a random probe with scrambled seeds gave another output than its cell's: the implementation uses "
             "randomness exact certification does not intercept (Python's random, NumPy, a C extension's own)"
         )
-
-
-def _unread(b: Block) -> Unsupported:
-    """The refusal of a leaf below which the long race ``b`` was not shown to matter: with no
-    token found whose win changes the output there is no second output to test groups of
-    tokens against (a group's heaviest token may hide a lighter one that changes it), and
-    showing it token by token takes a run per token (docs/gate.md, "Races over a whole
-    vocabulary")."""
-    return Unsupported(
-        f"{b.name()} (a row of {b.size:,}): no token's win changes the output in one of its cells (a race the output "
-        "does not read there, as a recovered token when every draft is accepted) and it is not fixed above them; "
-        f"showing that no token ever does takes a run per token ({b.size:,} runs), so exact certification stops here"
-    )
-
-
-def _long(b: Block) -> bool:
-    """A race over more than ``GROUP_FROM`` tokens: the tokens that matter found by group tests."""
-    return b.kind == "race" and b.size > GROUP_FROM
 
 
 def _scramble(seed: int) -> None:

@@ -529,3 +529,21 @@ def _h(x: Any) -> Any:
     if isinstance(x, np.ndarray):
         return tuple(x.reshape(-1).tolist())
     return x
+
+
+def unread_race(b: Block) -> Unsupported:
+    """The refusal of a leaf below which the long race ``b`` was not shown to matter: with no
+    token found whose win changes the output there is no second output to test groups of
+    tokens against (a group's heaviest token may hide a lighter one that changes it), and
+    showing it token by token takes a run per token (docs/gate.md, "Races over a whole
+    vocabulary")."""
+    return Unsupported(
+        f"{b.name()} (a row of {b.size:,}): no token's win changes the output in one of its cells (a race the output "
+        "does not read there, as a recovered token when every draft is accepted) and it is not fixed above them; "
+        f"showing that no token ever does takes a run per token ({b.size:,} runs), so exact certification stops here"
+    )
+
+
+def long_race(b: Block) -> bool:
+    """A race over more than ``GROUP_FROM`` tokens: the tokens that matter found by group tests."""
+    return b.kind == "race" and b.size > GROUP_FROM

@@ -12,6 +12,10 @@ DRAFTERS = ("model", "target", "reject")  # an independent tiny model; the targe
 # Sampling penalties a case may set (``EngineCase.extra``), as OpenAI's API names them; a
 # driver honours those its engine applies (its ``extras``).
 PENALTIES = ("repetition_penalty", "frequency_penalty", "presence_penalty")
+# Stop tokens a case may set (``EngineCase.extra``): a generation ends with the first of them
+# it emits (the token kept, as every engine here returns it); a driver that honours them
+# lists the name in its ``extras`` and marks a wrong finish reason in the output it returns.
+STOPS = "stop_token_ids"
 
 
 @dataclass(frozen=True)
@@ -89,13 +93,23 @@ class Row:
     note: str = ""
 
 
+def stops_of(case: EngineCase) -> frozenset[int]:
+    """The case's stop tokens (``STOPS``), none by default."""
+    return frozenset(int(t) for t in case.setting(STOPS) or ())
+
+
 def sequence_law(case: EngineCase, next_law: Callable[[EngineCase, tuple[int, ...]], np.ndarray]) -> dict:
     """The law of ``case.n_tokens`` tokens: the product of ``next_law(case, prefix)`` (the
-    law of the token after prompt + prefix) over the prefixes of positive probability."""
+    law of the token after prompt + prefix) over the prefixes of positive probability; a
+    prefix that ends with one of the case's stop tokens (``stops_of``) is a whole output."""
+    stops = stops_of(case)
     law: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(case.n_tokens):
         nxt: dict[tuple[int, ...], float] = {}
         for prefix, p in law.items():
+            if prefix and prefix[-1] in stops:
+                nxt[prefix] = p
+                continue
             q = next_law(case, prefix)
             for t in np.flatnonzero(q > 0):
                 nxt[prefix + (int(t),)] = p * float(q[t])

@@ -38,13 +38,22 @@ import numpy as np
 import torch
 import transformers
 
-from rheo.integrations.engines.base import DRAFTERS, PENALTIES, EngineCase, Row, penalise, sequence_law
+from rheo.integrations.engines.base import (
+    DRAFTERS,
+    PENALTIES,
+    STOPS,
+    EngineCase,
+    Row,
+    penalise,
+    sequence_law,
+    stops_of,
+)
 from rheo.integrations.transformers_assisted.generators import WordTokenizer, one_thread
 from rheo.testing.engine_models import FAMILIES, scripted_drafter, tiny_model, word_tokenizer, words
 
 METHODS = ("assisted", "prompt_lookup", "usd")
 # the EngineCase.extra settings this driver honours: transformers has no frequency or presence penalty
-EXTRAS = ("prefix_cache", "prefill_chunk", "repetition_penalty")
+EXTRAS = ("prefix_cache", "prefill_chunk", "repetition_penalty", STOPS)
 PROMPT_TAIL = 3  # prefix_cache: the prompt's last tokens that generate still has to encode
 TARGET_SEED, DRAFT_SEED = 0, 1
 
@@ -180,6 +189,8 @@ class TransformersEngine:
             kw |= {"num_assistant_tokens": case.draft_len, "num_assistant_tokens_schedule": "constant"}
         if case.setting("prefill_chunk"):
             kw["prefill_chunk_size"] = int(case.setting("prefill_chunk"))
+        if stops_of(case):  # generate's end-of-sequence ids (the models have none of their own)
+            kw["eos_token_id"] = sorted(stops_of(case))
         return kw
 
     def prompt_cache(self, case: EngineCase) -> Any:

@@ -44,13 +44,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rheo.integrations.engines.base import PENALTIES, EngineCase, EngineRefused
+from rheo.integrations.engines.base import PENALTIES, STOPS, EngineCase, EngineRefused, stops_of
 from rheo.integrations.engines.hf import DRAFT_SEED, TARGET_SEED, TransformersEngine
 from rheo.testing.engine_models import FAMILIES, save_checkpoint, save_eagle_head, tiny_model
 
 METHODS = ("ngram", "draft_model", "draft_probabilistic", "eagle")
 ENGINE_EXTRAS = ("prefix_cache", "prefill_chunk")  # the settings the LLM starts with
-EXTRAS = ENGINE_EXTRAS + PENALTIES  # the EngineCase.extra settings this driver honours (penalties: per request)
+EXTRAS = (*ENGINE_EXTRAS, *PENALTIES, STOPS)  # the EngineCase.extra settings it honours (the rest: per request)
 # the KV cache block (the CPU attention takes multiples of 32): a prefix-cache hit needs a longer prompt
 BLOCK_SIZE = 32
 # vLLM's counters (LLM.get_metrics) reported per generate call, by the names ``stats`` gives them
@@ -294,6 +294,7 @@ class _LocalEngine:
                     seed=seed if per_request_seeds else None,
                     ignore_eos=True,
                     logprobs=case.vocab if logprobs else None,
+                    stop_token_ids=sorted(stops_of(case)) or None,
                     **{k: float(case.setting(k)) for k in PENALTIES if case.setting(k) is not None},
                 )
             )
@@ -302,7 +303,7 @@ class _LocalEngine:
             warm = [TokensPrompt(prompt_token_ids=list(p)) for p in seen]
             llm.generate(warm, SamplingParams(temperature=0.0, max_tokens=1), use_tqdm=False)
         outs = llm.generate(prompts, params, use_tqdm=False)
-        tokens = [tuple(int(t) for t in o.outputs[0].token_ids) for o in outs]
+        tokens = [_finished(case, o.outputs[0]) for o in outs]
         if not logprobs:
             return tokens
         rows = []
@@ -315,6 +316,18 @@ class _LocalEngine:
                 per_token.append(row)
             rows.append({"raw": per_token})
         return list(zip(tokens, rows))
+
+
+def _finished(case: EngineCase, out: Any) -> tuple:
+    """A request's tokens; where the case has stop tokens and vLLM's finish reason is not the
+    one its tokens call for ("stop" after a stop token, else "length"), the reason is
+    appended, a string no law gives probability (the checks show the output with it)."""
+    tokens = tuple(int(t) for t in out.token_ids)
+    stops = stops_of(case)
+    if not stops:
+        return tokens
+    want = "stop" if tokens and tokens[-1] in stops else "length"
+    return tokens if out.finish_reason == want else (*tokens, f"finish_reason={out.finish_reason}")
 
 
 def _serve(conn: Any, folder: str) -> None:
