@@ -137,7 +137,7 @@ class ConcreteLaw(RaceSplits):
         block first, and such a race that no group test shows to matter is passed over for
         the next block; a leaf is refused while one is (``unread_race``)."""
         here = self.eval([point])[0]
-        early = self._early(point, here)
+        early = self._early(point)
         if early is not None:
             node = self._split(early, point, here)
             node.point = dict(point)
@@ -171,7 +171,7 @@ class ConcreteLaw(RaceSplits):
             raise unread_race(unread[0])
         return Node("leaf", output=here.output, point=dict(point))
 
-    def _early(self, point: Assign, here: Run) -> Block | None:
+    def _early(self, point: Assign) -> Block | None:
         """Where a draw is a long race (``long_race``): the block to split before the draw order's,
         so that a long race is fixed above the cells where the output does not read it (there,
         showing that it does not matter takes a run per token: ``unread_race``). In draw order, the
