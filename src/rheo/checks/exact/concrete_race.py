@@ -219,9 +219,11 @@ class RaceSplits:
             found = self._weighty(v, here, scale) if long else None
             if found is not None:
                 base_out, low, weighty = found
-            elif long and (best is not None or ctx is not contexts[-1]):
-                continue  # no token found to change the output here: another context, or the one read whole
-            else:  # token by token (a long race only where no context showed a token that changes the output)
+            elif long:  # no token found to change the output here: another context, or refused (not read whole)
+                if best is not None or ctx is not contexts[-1]:
+                    continue
+                raise self._not_race(v, f"no token found whose win changes the output; a run per token is {V:,} runs")
+            else:  # token by token
                 rows = [{**here, **v.assign([scale] * V)}]
                 for j in range(V):
                     row = [scale] * V
